@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Developer entry point for resolvent. Standard library only.
+
+Usage:
+    python3 dev.py demo          run examples/demo.py
+    python3 dev.py test [ARGS]   run the test suite (ARGS go to pytest)
+    python3 dev.py check         ruff check, ruff format --check, mypy, pyright
+    python3 dev.py bench [ARGS]  run the benchmarks (ARGS go to python -m benchmarks)
+    python3 dev.py docs          build the documentation (mkdocs build --strict)
+
+The first run creates .venv next to this file and installs the project into it
+(editable, with the dev and mcp extras). It reinstalls whenever pyproject.toml
+changes. Every command then runs with the virtualenv's Python, and dev.py exits
+with that command's exit code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import venv
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PYPROJECT = ROOT / "pyproject.toml"
+STAMP = VENV / ".resolvent-installed"
+EXTRAS = "dev,mcp"
+MIN_PYTHON = (3, 11)
+
+USAGE = __doc__.split("\n\n", 2)[1] if __doc__ else ""
+
+
+def log(msg: str) -> None:
+    print(f"dev.py: {msg}", file=sys.stderr, flush=True)
+
+
+def venv_bin() -> Path:
+    return VENV / ("Scripts" if os.name == "nt" else "bin")
+
+
+def venv_python() -> Path:
+    return venv_bin() / ("python.exe" if os.name == "nt" else "python")
+
+
+def child_env() -> dict[str, str]:
+    """Environment for commands run inside the virtualenv (as if activated)."""
+    env = dict(os.environ)
+    env.pop("PYTHONHOME", None)
+    env["VIRTUAL_ENV"] = str(VENV)
+    env["PATH"] = str(venv_bin()) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def run(cmd: Sequence[str | Path], *, env: dict[str, str] | None = None) -> int:
+    """Run a command in the repo root and return its exit code (128+N for signal N)."""
+    try:
+        proc = subprocess.run([str(c) for c in cmd], cwd=ROOT, env=env, check=False)
+    except FileNotFoundError as exc:
+        log(f"cannot run {cmd[0]}: {exc}")
+        return 127
+    code = proc.returncode
+    if code < 0:  # killed by a signal (POSIX)
+        code = 128 - code
+    return code
+
+
+def pyproject_hash() -> str:
+    return hashlib.sha256(PYPROJECT.read_bytes()).hexdigest()
+
+
+def create_venv() -> None:
+    log("creating .venv")
+    if VENV.exists():
+        shutil.rmtree(VENV)
+    try:
+        venv.create(VENV, with_pip=True)
+    except (subprocess.CalledProcessError, OSError) as exc:
+        # Some distributions ship Python without ensurepip. Fall back to a bare
+        # venv and bootstrap pip into it from the system pip, if there is one.
+        log(f"venv with pip failed ({exc}); trying without ensurepip")
+        shutil.rmtree(VENV, ignore_errors=True)
+        venv.create(VENV, with_pip=False)
+        code = run([sys.executable, "-m", "pip", "--python", venv_python(), "install", "pip"])
+        if code != 0:
+            shutil.rmtree(VENV, ignore_errors=True)
+            log("could not install pip into .venv; install your distribution's python3-venv")
+            raise SystemExit(code or 1) from exc
+
+
+def ensure_env() -> None:
+    """Create .venv if needed and (re)install the project when pyproject.toml changed."""
+    if not venv_python().exists():
+        create_venv()
+    wanted = pyproject_hash()
+    try:
+        installed = STAMP.read_text(encoding="utf-8").strip()
+    except OSError:
+        installed = ""
+    if installed == wanted:
+        return
+    log(f"installing -e .[{EXTRAS}] into .venv")
+    cmd: list[str | Path] = [
+        venv_python(), "-m", "pip", "install",
+        "--disable-pip-version-check", "--quiet",
+        "-e", f".[{EXTRAS}]",
+    ]  # fmt: skip
+    code = run(cmd, env=child_env())
+    if code != 0:
+        STAMP.unlink(missing_ok=True)
+        log(f"install failed (exit {code})")
+        raise SystemExit(code)
+    STAMP.write_text(wanted + "\n", encoding="utf-8")
+
+
+def action_demo(args: list[str]) -> int:
+    return run([venv_python(), "examples/demo.py", *args], env=child_env())
+
+
+def action_test(args: list[str]) -> int:
+    return run([venv_python(), "-m", "pytest", *args], env=child_env())
+
+
+def action_check(args: list[str]) -> int:
+    if args:
+        log(f"check takes no arguments (got {' '.join(args)})")
+        return 2
+    py = venv_python()
+    steps: list[tuple[str, list[str | Path]]] = [
+        ("ruff check", [py, "-m", "ruff", "check"]),
+        ("ruff format --check", [py, "-m", "ruff", "format", "--check"]),
+        ("mypy --strict src", [py, "-m", "mypy", "--strict", "src"]),
+        ("pyright src", [py, "-m", "pyright", "src"]),
+    ]
+    first_failure = 0
+    for name, cmd in steps:
+        log(f"running {name}")
+        code = run(cmd, env=child_env())
+        if code != 0:
+            log(f"{name} failed (exit {code})")
+            first_failure = first_failure or code
+    if first_failure == 0:
+        log("all checks passed")
+    return first_failure
+
+
+def action_bench(args: list[str]) -> int:
+    return run([venv_python(), "-m", "benchmarks", *args], env=child_env())
+
+
+def action_docs(args: list[str]) -> int:
+    env = child_env()
+    env.setdefault("NO_MKDOCS_2_WARNING", "1")  # silence mkdocs-material's banner
+    return run([venv_python(), "-m", "mkdocs", "build", "--strict", *args], env=env)
+
+
+ACTIONS = {
+    "demo": action_demo,
+    "test": action_test,
+    "check": action_check,
+    "bench": action_bench,
+    "docs": action_docs,
+}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print(USAGE)
+        return 0 if argv else 2
+    action = ACTIONS.get(argv[0])
+    if action is None:
+        print(f"dev.py: unknown command {argv[0]!r}\n\n{USAGE}", file=sys.stderr)
+        return 2
+    if sys.version_info < MIN_PYTHON:
+        log(f"Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer is required")
+        return 2
+    ensure_env()
+    return action(argv[1:])
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        sys.exit(128 + signal.SIGINT)

@@ -1,0 +1,394 @@
+"""The graph compiler: walk a function's resolvers, validate the graph, sort it.
+
+The walk is iterative (a 10,000-resolver chain compiles at the default recursion
+limit). Every mistake is an `InvalidSignature` whose text names the functions, the
+parameter, the path from the compiled function, and a fix.
+"""
+
+from __future__ import annotations
+
+import heapq
+import types
+import typing
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, get_args, get_origin
+
+from ._errors import InvalidSignature
+from ._markers import Resolve
+from ._plan import Input, Step
+from ._registry import Provider, Registry, read, resolver_key
+from ._scopes import Scope
+from ._signature import NO_DEFAULT, FunctionInfo, Param, describe_fn, type_name
+
+__all__ = ("Graph", "Overrides", "build_graph")
+
+
+@dataclass
+class Overrides:
+    """Active overrides: replacement functions by target identity and by type."""
+
+    by_key: dict[Hashable, Callable[..., Any]] = field(default_factory=dict)
+    by_type: dict[Any, Callable[..., Any]] = field(default_factory=dict)
+    epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Graph:
+    """What the compiler hands to code generation."""
+
+    root: FunctionInfo
+    steps: tuple[Step, ...]
+    inputs: tuple[Input, ...]
+    arguments: tuple[str, ...]
+    value_types: tuple[Any, ...]
+
+
+@dataclass(slots=True)
+class _Node:
+    provider: Provider
+    key: Hashable
+    replaced: bool
+    parent: Hashable | None
+    param: str
+    edges: list[tuple[Param, Hashable]] | None = None
+    inputs: list[Input | tuple[Param, Hashable]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.provider.info.name
+
+
+class _Compiler:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        registry: Registry,
+        overrides: Overrides,
+        value_types: tuple[type, ...],
+    ) -> None:
+        self.registry = registry
+        self.overrides = overrides
+        self.value_types = value_types
+        self.root = read(fn)
+        self.nodes: dict[Hashable, _Node] = {}
+        self.root_args: dict[str, Param] = {}
+        self.used_values: list[Any] = []
+
+    # -- classification ----------------------------------------------------------------
+
+    def value_type(self, tp: Any) -> Any:
+        """The declared framework-value type *tp* stands for, or None."""
+        if not self.value_types:
+            return None
+        members = get_args(tp) if get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+        for member in members:
+            if member is type(None):
+                continue
+            cls = get_origin(member) or member
+            if isinstance(cls, type):
+                for declared in self.value_types:
+                    if issubclass(cls, declared):
+                        if declared not in self.used_values:
+                            self.used_values.append(declared)
+                        return declared
+        return None
+
+    def path(self, key: Hashable | None, param: str = "") -> str:
+        hops: list[str] = []
+        while key is not None and len(hops) < 24:
+            node = self.nodes[key]
+            hops.append(node.name + (f"({param}=...)" if param else ""))
+            param, key = node.param, node.parent
+        hops.append(f"{self.root.name}({param}=...)")
+        return " -> ".join(reversed(hops))
+
+    def target(self, param: Param, marker: Resolve, consumer: Hashable | None) -> Hashable:
+        """The node for *marker* on *param* of *consumer*, created if new."""
+        where = f"parameter {param.name!r} of {self._name(consumer)}"
+        if marker.fn is None:
+            fn = self._by_type(param, where, consumer)
+            replaced = param.bare in self.overrides.by_type
+        else:
+            fn = marker.fn
+            replaced = False
+        original = self.registry.implicit(fn)
+        key = resolver_key(fn)
+        replacement = self.overrides.by_key.get(key)
+        if replacement is not None:
+            replaced = True
+            found = self.registry.get(replacement)
+            provider = found or Provider(read(replacement), original.scope, original.inline, registered=False)
+            key = resolver_key(replacement)
+        else:
+            provider = original
+        if key not in self.nodes:
+            self.nodes[key] = _Node(provider, key, replaced, consumer, param.name)
+        return key
+
+    def _by_type(self, param: Param, where: str, consumer: Hashable | None) -> Callable[..., Any]:
+        tp = param.bare
+        replacement = self.overrides.by_type.get(tp)
+        if replacement is not None:
+            return replacement
+        offered = self.registry.for_type(tp)
+        if len(offered) == 1:
+            return offered[0].fn
+        if not offered:
+            raise InvalidSignature(
+                f"{where} asks for Resolve() by type {type_name(tp)}, but no provider offers it.\n"
+                f"  path: {self.path(consumer, param.name)}\n"
+                f"  fix: register one (`@container.provider(...)` on a function returning "
+                f"{type_name(tp)}, or `provides={type_name(tp)}`), or name it: Resolve(fn)"
+            )
+        names = ", ".join(p.info.name for p in offered)
+        raise InvalidSignature(
+            f"{where} asks for Resolve() by type {type_name(tp)}, which {len(offered)} providers "
+            f"offer: {names}.\n"
+            f"  path: {self.path(consumer, param.name)}\n"
+            f"  fix: name the one you mean: Annotated[{type_name(tp)}, Resolve({offered[0].info.fn.__name__})]"
+        )
+
+    def _name(self, key: Hashable | None) -> str:
+        return self.root.name if key is None else self.nodes[key].name
+
+    def expand(self, key: Hashable) -> list[tuple[Param, Hashable]]:
+        """Classify every parameter of one resolver; return its resolver edges."""
+        node = self.nodes[key]
+        if node.edges is not None:
+            return node.edges
+        info, scope = node.provider.info, node.provider.scope
+        edges: list[tuple[Param, Hashable]] = []
+        for param in info.params:
+            if param.marker is not None:
+                child = self.target(param, param.marker, key)
+                self._check_lifetime(node, param, self.nodes[child])
+                edges.append((param, child))
+                node.inputs.append((param, child))
+                continue
+            declared = self.value_type(param.bare)
+            if declared is not None:
+                if scope > Scope.CALL:
+                    self._captive_source(node, param, f"the framework value {type_name(declared)}")
+                node.inputs.append(Input(param.name, "value", value_type=declared))
+                continue
+            root_param = self.root_args.get(param.name)
+            if root_param is not None:
+                if scope > Scope.CALL:
+                    self._captive_source(node, param, f"the call argument {param.name!r}")
+                default = root_param.default if root_param.default is not NO_DEFAULT else param.default
+                node.inputs.append(Input(param.name, "arg", arg=param.name, default=default))
+                continue
+            if param.default is not NO_DEFAULT:
+                continue
+            self._unclassifiable(node, param)
+        node.edges = edges
+        return edges
+
+    def _unclassifiable(self, node: _Node, param: Param) -> None:
+        args = ", ".join(self.root_args) or "none"
+        values = ", ".join(type_name(v) for v in self.value_types) or "none"
+        raise InvalidSignature(
+            f"cannot resolve parameter {param.name!r} of {node.name}.\n"
+            f"  path: {self.path(node.key, param.name)}\n"
+            f"  it is not Annotated[..., Resolve(...)], not a call argument of {self.root.name} "
+            f"(those are: {args}), not a declared framework value (declared: {values}), "
+            "and it has no default.\n"
+            f"  fix: annotate it `{param.name}: Annotated[{type_name(param.bare)}, Resolve(provider)]`, "
+            f"declare its type with container.add_value_type(...), or give it a default"
+        )
+
+    def _check_lifetime(self, node: _Node, param: Param, child: _Node) -> None:
+        outer, inner = node.provider.scope, child.provider.scope
+        if inner >= outer:
+            return
+        raise InvalidSignature(
+            f"captive dependency: {node.name} ({outer!r}) depends on {child.name} ({inner!r}) "
+            f"through parameter {param.name!r}.\n"
+            f"  path: {self.path(node.key, param.name)} -> {child.name}\n"
+            f"  a {outer!r} value outlives every {inner.name} scope, so it would keep the first "
+            f"{inner.name}'s {child.name} forever.\n"
+            f"  fix: register {child.name} with scope={outer!r} or longer, or register "
+            f"{node.name} with scope={inner!r}"
+        )
+
+    def _captive_source(self, node: _Node, param: Param, what: str) -> None:
+        scope = node.provider.scope
+        raise InvalidSignature(
+            f"captive dependency: {node.name} ({scope!r}) takes {what} through parameter "
+            f"{param.name!r}, but that only exists for one call.\n"
+            f"  path: {self.path(node.key, param.name)}\n"
+            f"  fix: register {node.name} with scope=Scope.CALL, or move the use of "
+            f"{param.name!r} into a CALL-scoped resolver that depends on it"
+        )
+
+    def _check_asks(self, node: _Node) -> None:
+        info, scope = node.provider.info, node.provider.scope
+        if scope > Scope.CALL and info.may_ask and info.provides is not NO_DEFAULT:
+            returns = info.provides
+            if returns is not Any and returns is not object and not isinstance(returns, typing.TypeVar):
+                raise InvalidSignature(
+                    f"{node.name} is registered with scope={scope!r} but may return a question; "
+                    "only CALL-scoped resolvers may ask.\n"
+                    f"  fix: move the question into a CALL-scoped resolver that depends on {node.name}"
+                )
+
+    # -- the walk --------------------------------------------------------------------
+
+    def cycle(self, stack: list[tuple[Hashable, int]], child: Hashable) -> InvalidSignature:
+        keys = [key for key, _ in stack]
+        start = keys.index(child)
+        hops = []
+        for key, index in stack[start:]:
+            param = self.nodes[key].edges[index - 1][0].name  # type: ignore[index]
+            hops.append(f"{self.nodes[key].name}({param}=...)")
+        hops.append(self.nodes[child].name)
+        return InvalidSignature(
+            f"dependency cycle: {' -> '.join(hops)}.\n"
+            f"  path: {self.path(stack[start][0])}\n"
+            "  fix: break the cycle: one of these resolvers must not depend on the others "
+            "(pass the value as a call argument, or split the resolver in two)"
+        )
+
+    def run(self) -> Graph:
+        root_inputs: list[Input | tuple[Param, Hashable]] = []
+        arguments: list[str] = []
+        for param in self.root.params:
+            if param.marker is None and self.value_type(param.bare) is None:
+                self.root_args[param.name] = param
+                arguments.append(param.name)
+        post: list[Hashable] = []
+        state: dict[Hashable, int] = {}
+        for param in self.root.params:
+            if param.marker is None:
+                declared = self.value_type(param.bare)
+                if declared is not None:
+                    root_inputs.append(Input(param.name, "value", value_type=declared))
+                continue
+            start = self.target(param, param.marker, None)
+            root_inputs.append((param, start))
+            if state.get(start) == 2:
+                continue
+            state[start] = 1
+            stack: list[tuple[Hashable, int]] = [(start, 0)]
+            while stack:
+                key, index = stack[-1]
+                edges = self.expand(key)
+                if index < len(edges):
+                    stack[-1] = (key, index + 1)
+                    child = edges[index][1]
+                    seen = state.get(child)
+                    if seen is None:
+                        state[child] = 1
+                        stack.append((child, 0))
+                    elif seen == 1:
+                        raise self.cycle(stack, child)
+                else:
+                    state[key] = 2
+                    self._check_asks(self.nodes[key])
+                    post.append(key)
+                    stack.pop()
+        order = self.sort(post)
+        return self.build(order, root_inputs, tuple(arguments))
+
+    def sort(self, post: list[Hashable]) -> list[Hashable]:
+        """Topological order (Kahn) that keeps worker-thread steps adjacent.
+
+        Adjacent sync steps share one thread hop, so among ready steps the sort prefers
+        to continue a run of thread steps, and otherwise runs loop steps first.
+        """
+        rank = {key: i for i, key in enumerate(post)}
+        pending = {key: len({c for _, c in self.nodes[key].edges or ()}) for key in post}
+        consumers: dict[Hashable, list[Hashable]] = {key: [] for key in post}
+        for key in post:
+            for child in {c for _, c in self.nodes[key].edges or ()}:
+                consumers[child].append(key)
+        threaded: list[int] = []
+        other: list[int] = []
+
+        def push(key: Hashable) -> None:
+            provider = self.nodes[key].provider
+            is_thread = provider.info.kind.value == "function" and not provider.inline
+            heapq.heappush(threaded if is_thread and provider.scope is Scope.CALL else other, rank[key])
+
+        for key in post:
+            if pending[key] == 0:
+                push(key)
+        order: list[Hashable] = []
+        last_threaded = False
+        while threaded or other:
+            if threaded and (last_threaded or not other):
+                key = post[heapq.heappop(threaded)]
+                last_threaded = True
+            else:
+                key = post[heapq.heappop(other)]
+                last_threaded = False
+            order.append(key)
+            for consumer in consumers[key]:
+                pending[consumer] -= 1
+                if pending[consumer] == 0:
+                    push(consumer)
+        return order
+
+    def build(
+        self,
+        order: list[Hashable],
+        root_inputs: list[Input | tuple[Param, Hashable]],
+        arguments: tuple[str, ...],
+    ) -> Graph:
+        index = {key: i for i, key in enumerate(order)}
+        tainted: set[Hashable] = set()
+        wire_seen: dict[str, int] = {}
+        steps: list[Step] = []
+        for key in order:
+            node = self.nodes[key]
+            if node.replaced or any(child in tainted for _, child in node.edges or ()):
+                tainted.add(key)
+            base = describe_fn(node.provider.fn)
+            count = wire_seen.get(base, 0)
+            wire_seen[base] = count + 1
+            provider = node.provider
+            steps.append(
+                Step(
+                    index=index[key],
+                    fn=provider.fn,
+                    name=node.name,
+                    key=("override", self.overrides.epoch, key) if key in tainted else key,
+                    scope=provider.scope,
+                    kind=provider.info.kind,
+                    inline=provider.inline,
+                    may_ask=provider.info.may_ask and provider.scope is Scope.CALL,
+                    inputs=tuple(self._input(item, index) for item in node.inputs),
+                    wire_key=base if count == 0 else f"{base}#{count}",
+                    parent=index[node.parent] if node.parent is not None else -1,
+                    param=node.param,
+                )
+            )
+        return Graph(
+            root=self.root,
+            steps=tuple(steps),
+            inputs=tuple(self._input(item, index) for item in root_inputs),
+            arguments=arguments,
+            value_types=tuple(self.used_values),
+        )
+
+    @staticmethod
+    def _input(item: Input | tuple[Param, Hashable], index: dict[Hashable, int]) -> Input:
+        if isinstance(item, Input):
+            return item
+        param, child = item
+        return Input(param.name, "step", step=index[child], outcome=param.outcome)
+
+
+def build_graph(
+    fn: Callable[..., Any],
+    registry: Registry,
+    overrides: Overrides,
+    value_types: tuple[type, ...],
+) -> Graph:
+    """Compile *fn*'s resolver graph into topologically sorted steps.
+
+    Raises:
+        InvalidSignature: on any mistake in the graph, before anything runs.
+    """
+    return _Compiler(fn, registry, overrides, value_types).run()

@@ -1,0 +1,448 @@
+"""The container: registry + APP scope, sessions, calls, overrides."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, TypeVar, overload
+
+import anyio
+
+from ._compiler import Overrides, build_graph
+from ._errors import ResolventError
+from ._executor import Rounds, generate, interpret
+from ._plan import Plan
+from ._questions import Asker
+from ._registry import Registry, read, resolver_key
+from ._scopes import LiveScope, Scope, close_resources, settle
+from ._signature import Kind
+
+__all__ = ("Call", "Container", "Session")
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+EMPTY: Mapping[Any, Any] = MappingProxyType({})
+_MAX_PLANS = 10_000
+
+
+class Container:
+    """An async dependency-injection container.
+
+    Holds the provider registry and the APP scope; compiles functions into plans; opens
+    sessions and calls.
+
+    Args:
+        values: framework value types that calls will supply by type (for example the
+            MCP ``Context``), declared up front so plans can be compiled.
+        concurrent: run independent async branches of a plan at the same time
+            (default: sequential, in plan order).
+        call_timeout: seconds each call's resolution may take; on expiry the call
+            fails with `TimeoutError` and its resources are closed.
+
+    ```python
+    container = Container()
+
+    @container.provider(scope=Scope.APP)
+    async def settings() -> Settings: ...
+
+    async with container:
+        await container.run(handler, user_id="u1")
+    ```
+    """
+
+    def __init__(
+        self,
+        *,
+        values: Iterable[type] = (),
+        concurrent: bool = False,
+        call_timeout: float | None = None,
+    ) -> None:
+        self._registry = Registry()
+        self._value_types: tuple[type, ...] = tuple(values)
+        self._plans: dict[Hashable, Plan] = {}
+        self._overrides = Overrides()
+        self._generation = 0
+        self._app: LiveScope | None = None
+        self._entries = 0
+        self.concurrent = concurrent
+        self.call_timeout = call_timeout
+
+    # -- registration --------------------------------------------------------------------
+
+    def provide(
+        self,
+        fn: F,
+        *,
+        scope: Scope = Scope.CALL,
+        provides: Any = None,
+        inline: bool = False,
+    ) -> F:
+        """Register *fn* as a provider and return it unchanged.
+
+        Args:
+            fn: an async or sync function, generator, or context-manager factory.
+            scope: how long its value lives (`Scope.APP`, `Scope.SESSION`, `Scope.CALL`).
+            provides: the type `Resolve()` finds it by (default: its return annotation;
+                for a generator, the yielded type).
+            inline: run a sync *fn* on the event loop instead of in a worker thread.
+
+        Raises:
+            InvalidSignature: what *fn* alone shows is wrong (a marker in a union, two
+                question arms).
+        """
+        self._registry.add(fn, scope=scope, provides=provides, inline=inline)
+        self._invalidate()
+        return fn
+
+    @overload
+    def provider(self, fn: F, /) -> F: ...
+    @overload
+    def provider(
+        self, *, scope: Scope = Scope.CALL, provides: Any = None, inline: bool = False
+    ) -> Callable[[F], F]: ...
+    def provider(
+        self,
+        fn: Any = None,
+        /,
+        *,
+        scope: Scope = Scope.CALL,
+        provides: Any = None,
+        inline: bool = False,
+    ) -> Any:
+        """Decorator form of `provide`: ``@container.provider(scope=Scope.APP)``."""
+        if fn is not None:
+            return self.provide(fn, scope=scope, provides=provides, inline=inline)
+        return lambda f: self.provide(f, scope=scope, provides=provides, inline=inline)
+
+    def add_value_type(self, tp: type) -> None:
+        """Declare a framework value type that calls supply with ``values={tp: obj}``."""
+        if tp not in self._value_types:
+            self._value_types += (tp,)
+            self._invalidate()
+
+    def _invalidate(self) -> None:
+        self._generation += 1
+        self._plans.clear()
+
+    # -- compiling ------------------------------------------------------------------------
+
+    def compile(self, fn: Callable[..., Any]) -> Plan:
+        """Compile *fn*'s dependency graph into a `Plan` (cached per function).
+
+        Raises:
+            InvalidSignature: any mistake in the graph, with the path and a fix.
+        """
+        key = resolver_key(fn)
+        plan = self._plans.get(key)
+        if plan is not None and plan.generation == self._generation:
+            return plan
+        graph = build_graph(fn, self._registry, self._overrides, self._value_types)
+        ref: list[Any] = [None]
+        source, code_name, line_steps, namespace = generate(graph, ref)
+        steps = graph.steps
+        plan = Plan(
+            fn=fn,
+            name=graph.root.name,
+            steps=steps,
+            inputs=graph.inputs,
+            arguments=graph.arguments,
+            value_types=graph.value_types,
+            scopes=frozenset(s.scope for s in steps),
+            needs_call=any(s.scope is Scope.CALL and (s.kind.is_resource or s.may_ask) for s in steps),
+            generation=self._generation,
+            fn_is_async=graph.root.kind is Kind.ASYNC,
+            code=source,
+            code_name=code_name,
+            run_fn=namespace["run"],
+            resolve_fn=namespace["resolve"],
+            line_steps=line_steps,
+        )
+        ref[0] = plan
+        if len(self._plans) >= _MAX_PLANS:
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[key] = plan
+        return plan
+
+    def _current(self, plan: Plan) -> Plan:
+        return plan if plan.generation == self._generation else self.compile(plan.fn)
+
+    # -- the APP scope ------------------------------------------------------------------
+
+    async def __aenter__(self) -> Container:
+        if self._entries == 0:
+            self._app = LiveScope(Scope.APP)
+        self._entries += 1
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self._entries -= 1
+        if self._entries > 0:
+            return
+        app, self._app = self._app, None
+        assert app is not None
+        settle(exc, await app.close(exc))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, server: Any = None) -> AsyncIterator[Container]:
+        """The APP scope as a lifespan: ``MCPServer("x", lifespan=container.lifespan)``.
+
+        Entries are reference-counted, so several connections may share one APP scope.
+        """
+        async with self:
+            yield self
+
+    def wrap_lifespan(
+        self, inner: Callable[[Any], contextlib.AbstractAsyncContextManager[T]]
+    ) -> Callable[[Any], contextlib.AbstractAsyncContextManager[T]]:
+        """Compose with your own lifespan: the APP scope opens first and closes last."""
+
+        @contextlib.asynccontextmanager
+        async def lifespan(server: Any) -> AsyncIterator[T]:
+            async with self, inner(server) as value:
+                yield value
+
+        return lifespan
+
+    @property
+    def is_open(self) -> bool:
+        """True between entering and leaving ``async with container``."""
+        return self._app is not None
+
+    # -- running ------------------------------------------------------------------------
+
+    async def run(self, fn: Callable[..., Awaitable[T]] | Callable[..., T], /, **kwargs: Any) -> T:
+        """Resolve *fn*'s dependencies in a fresh CALL scope, call it, tear down.
+
+        Raises:
+            ResolventError: the container is not open and *fn* needs APP values, or
+                *fn* needs a SESSION value (use `session`).
+        """
+        plan = self._plans.get(resolver_key(fn))
+        if plan is None or plan.generation != self._generation:
+            plan = self.compile(fn)
+        app = self._app
+        if len(plan.scopes) > 1 or (plan.scopes and Scope.CALL not in plan.scopes):
+            self._check_scopes(plan, None)
+        if plan.needs_call or self.concurrent or self.call_timeout is not None:
+            async with self.call() as call:
+                result: T = await call.run(plan, **kwargs)
+                return result
+        result = await plan.run_fn(kwargs, EMPTY, None, app, None, fn)
+        return result
+
+    def _check_scopes(self, plan: Plan, session: LiveScope | None) -> None:
+        if self._app is None and plan.scopes - {Scope.CALL}:
+            raise ResolventError(
+                f"{plan.name} needs APP-scoped values but the container is not open.\n"
+                "  fix: run it inside `async with container:` (or the server lifespan)"
+            )
+        if session is None and Scope.SESSION in plan.scopes:
+            names = ", ".join(s.name for s in plan.steps if s.scope is Scope.SESSION)
+            raise ResolventError(
+                f"{plan.name} needs SESSION-scoped values ({names}) but runs outside a session.\n"
+                "  fix: `async with container.session() as session: await session.run(...)`"
+            )
+
+    def session(self) -> Session:
+        """Open a SESSION scope: ``async with container.session() as session:``."""
+        return Session(self)
+
+    def call(
+        self,
+        *,
+        values: Mapping[Any, Any] | None = None,
+        asker: Asker | None = None,
+        concurrent: bool | None = None,
+        rounds: bool = False,
+        answers: Mapping[str, Any] | None = None,
+        state: str | None = None,
+    ) -> Call:
+        """Open a CALL scope outside any session; see `Call`."""
+        return Call(self, None, values, asker, concurrent, rounds, answers, state)
+
+    # -- overrides ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def override(self, target: Any, replacement: Callable[..., Any]) -> Iterator[None]:
+        """Swap a provider (by function or by provided type) for *replacement*.
+
+        Applies to resolutions started inside the block, compiled plans included; nests;
+        restores on exit. The replacement keeps the target's scope unless it is itself
+        registered with one, and values cached for the original are not used meanwhile.
+
+        ```python
+        with container.override(get_db, fake_db):
+            await container.run(handler)
+        ```
+        """
+        read(replacement)  # validate what the replacement shows now
+        overrides = self._overrides
+        saved_key = dict(overrides.by_key)
+        saved_type = dict(overrides.by_type)
+        if isinstance(target, type) and resolver_key(target) not in self._registry.by_key:
+            overrides.by_type[target] = replacement
+        else:
+            overrides.by_key[resolver_key(target)] = replacement
+            if isinstance(target, type):
+                overrides.by_type[target] = replacement
+        overrides.epoch += 1
+        self._invalidate()
+        try:
+            yield
+        finally:
+            overrides.by_key, overrides.by_type = saved_key, saved_type
+            overrides.epoch += 1
+            self._invalidate()
+
+
+class Session:
+    """A SESSION scope: values shared by the calls of one client session.
+
+    Use as ``async with container.session() as session:``; resources are closed when it
+    exits (or on `aclose`).
+    """
+
+    __slots__ = ("_container", "live")
+
+    def __init__(self, container: Container) -> None:
+        self._container = container
+        self.live = LiveScope(Scope.SESSION)
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        settle(exc, await self.live.close(exc))
+
+    async def aclose(self) -> None:
+        """Close the session's resources now (reverse order of setup)."""
+        settle(None, await self.live.close(None))
+
+    def call(
+        self,
+        *,
+        values: Mapping[Any, Any] | None = None,
+        asker: Asker | None = None,
+        concurrent: bool | None = None,
+        rounds: bool = False,
+        answers: Mapping[str, Any] | None = None,
+        state: str | None = None,
+    ) -> Call:
+        """Open a CALL scope inside this session; see `Call`."""
+        return Call(self._container, self.live, values, asker, concurrent, rounds, answers, state)
+
+    async def run(self, fn: Callable[..., Awaitable[T]] | Callable[..., T], /, **kwargs: Any) -> T:
+        """Like `Container.run`, with this session's SESSION values."""
+        async with self.call() as call:
+            result: T = await call.run(fn, **kwargs)
+            return result
+
+
+class Call:
+    """A CALL scope: one call's values and resources, closed on exit in reverse order.
+
+    Open one with `Container.call` or `Session.call`:
+
+    ```python
+    async with container.call(values={Context: ctx}, asker=ask_user) as call:
+        kwargs = await call.resolve(plan, {"user_id": "u1"})
+    ```
+
+    Args:
+        values: framework values by declared type.
+        asker: ``async (message, schema) -> ElicitationResult`` answering `Elicit`.
+        concurrent: run independent async branches at once (default: the container's).
+        rounds: multi-round mode: unanswered questions are batched and raised as
+            `InputRequired` instead of asked; resume with *answers* and *state*.
+        answers: wire key -> JSON-shaped answer (MCP ``ElicitResult`` shape for `Elicit`).
+        state: the `InputRequired.state` of the previous round.
+    """
+
+    __slots__ = (
+        "_container",
+        "_session",
+        "answerer",
+        "asker",
+        "cache",
+        "concurrent",
+        "exits",
+        "rounds",
+        "values",
+    )
+
+    def __init__(
+        self,
+        container: Container,
+        session: LiveScope | None,
+        values: Mapping[Any, Any] | None,
+        asker: Asker | None,
+        concurrent: bool | None,
+        rounds: bool,
+        answers: Mapping[str, Any] | None,
+        state: str | None,
+    ) -> None:
+        self._container = container
+        self._session = session
+        self.values: Mapping[Any, Any] = values if values is not None else EMPTY
+        self.asker = asker
+        self.answerer: Callable[[Any, Any], Awaitable[Any]] | None = None
+        self.concurrent = container.concurrent if concurrent is None else concurrent
+        self.rounds = Rounds(answers, state) if rounds or answers or state else None
+        self.exits: list[Any] = []
+        self.cache: dict[Hashable, Any] = {}
+
+    async def __aenter__(self) -> Call:
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.cache.clear()
+        if self.exits:
+            settle(exc, await close_resources(self.exits, exc))
+
+    async def close(self, exc: BaseException | None = None) -> None:
+        """Close this call's resources now (used by integrations)."""
+        await self.__aexit__(None, exc, None)
+
+    def _prepare(self, target: Plan | Callable[..., Any]) -> Plan:
+        container = self._container
+        plan = container._current(target) if isinstance(target, Plan) else container.compile(target)
+        container._check_scopes(plan, self._session)
+        return plan
+
+    async def resolve(self, plan: Plan | Callable[..., Any], args: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Resolve the plan's injected parameters (name -> value) in this call scope.
+
+        Raises:
+            InputRequired: in multi-round mode, when questions still need answers.
+            NotAccepted: an unwrapped consumer's question was declined or cancelled.
+        """
+        plan = self._prepare(plan)
+        args = EMPTY if args is None else args
+        timeout = self._container.call_timeout
+        if timeout is None:
+            return await self._resolve(plan, args)
+        with anyio.fail_after(timeout):
+            return await self._resolve(plan, args)
+
+    async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]:
+        container = self._container
+        if self.rounds is None and not self.concurrent and not self.cache:
+            result: dict[str, Any] = await plan.resolve_fn(args, self.values, self, container._app, self._session, plan.fn)
+            return result
+        return await interpret(
+            plan, self, args, self.values, container._app, self._session, concurrent=self.concurrent
+        )
+
+    async def run(self, fn: Plan | Callable[..., Any], /, **kwargs: Any) -> Any:
+        """Resolve *fn*'s dependencies in this call scope and call it."""
+        plan = self._prepare(fn)
+        container = self._container
+        if self.rounds is None and not self.concurrent and not self.cache and container.call_timeout is None:
+            return await plan.run_fn(kwargs, self.values, self, container._app, self._session, plan.fn)
+        injected = await self.resolve(plan, kwargs)
+        result = plan.fn(**kwargs, **injected)
+        if inspect.isawaitable(result):
+            result = await result
+        return result

@@ -1,0 +1,78 @@
+"""Every exception resolvent raises."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ("InputRequired", "InvalidAnswer", "InvalidSignature", "NotAccepted", "ResolventError")
+
+
+class ResolventError(Exception):
+    """Base class of every error raised by resolvent itself.
+
+    Misuse at run time (running a plan outside an open container, a missing framework
+    value, a call argument nobody supplied) is reported as a plain `ResolventError`
+    whose message says how to fix it.
+    """
+
+
+class InvalidSignature(ResolventError, TypeError):
+    """A function or dependency graph cannot be compiled into a plan.
+
+    Raised at registration for what one function shows (a marker inside a union, two
+    `Elicit` arms in a return annotation) and at `Container.compile` for what needs the
+    whole graph (cycles, captive dependencies, ambiguous or missing providers). Never
+    raised after a resolver has started running.
+    """
+
+
+class NotAccepted(ResolventError):
+    """An elicitation was declined or cancelled, and its consumer wanted the bare value.
+
+    Annotate the parameter as `Annotated[ElicitationResult[T], Resolve(fn)]` to receive
+    the outcome instead and branch on it.
+
+    Attributes:
+        parameter: the consumer's parameter name.
+        consumer: the qualified name of the consuming function.
+        action: `"decline"` or `"cancel"`.
+    """
+
+    def __init__(self, parameter: str, consumer: str, action: str) -> None:
+        self.parameter = parameter
+        self.consumer = consumer
+        self.action = action
+        verb = "declined" if action == "decline" else "cancelled"
+        super().__init__(
+            f"parameter {parameter!r} of {consumer} could not be resolved: "
+            f"the user {verb} the elicitation"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.parameter, self.consumer, self.action))
+
+
+class InvalidAnswer(ResolventError):
+    """An answer to a question did not fit the question's schema or kind.
+
+    The message names the resolver and never repeats the answer's content.
+    """
+
+
+class InputRequired(ResolventError):
+    """Resolution stopped because questions must be answered first (multi-round mode).
+
+    Raised by a call scope opened with ``rounds=True`` when a resolver asked a question
+    that has no answer yet. Every question that could be asked in this round is in
+    *questions* (independent questions are batched). Resume in a fresh call scope with
+    ``container.call(rounds=True, answers=..., state=exc.state)``.
+
+    Attributes:
+        questions: wire key -> the question object a resolver returned (e.g. `Elicit`).
+        state: an opaque, JSON-serializable string carrying the answers recorded so far.
+    """
+
+    def __init__(self, questions: dict[str, Any], state: str) -> None:
+        self.questions = questions
+        self.state = state
+        super().__init__(f"{len(questions)} question(s) need an answer: {', '.join(questions)}")

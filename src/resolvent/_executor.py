@@ -1,0 +1,530 @@
+"""Running a plan: generated straight-line code for the fast path, an interpreter for
+everything else (concurrent branches, multi-round asking, a call scope reused across
+plans). Both follow the same plan and share the helpers below, so they agree.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from ._errors import InputRequired, InvalidAnswer, ResolventError
+from ._outcomes import accepted
+from ._plan import Input, Step
+from ._questions import QUESTION_KINDS, Answered, Outcome, QuestionKind, as_outcome
+from ._scopes import LiveScope, Scope, enter
+from ._signature import NO_DEFAULT, Kind, type_name
+
+if TYPE_CHECKING:
+    from ._compiler import Graph
+    from ._plan import Plan
+
+__all__ = ("Rounds", "generate", "interpret")
+
+MISSING: Any = object()
+PENDING: Any = object()
+_counter = itertools.count()
+
+
+class CallLike:
+    """What the executor needs of a call scope (implemented by `resolvent.Call`)."""
+
+    exits: list[tuple[Step, Any]]
+    cache: dict[Any, Any]
+    rounds: Rounds | None
+    asker: Any
+    answerer: Any
+
+
+class _Pending(Exception):
+    """A question has no answer yet in this round."""
+
+
+# --- questions ------------------------------------------------------------------------
+
+
+def question_kind(question: Any) -> QuestionKind:
+    kind = QUESTION_KINDS.get(type(question))
+    if kind is None:
+        for cls in type(question).__mro__:
+            if cls in QUESTION_KINDS:
+                return QUESTION_KINDS[cls]
+        raise ResolventError(f"{type(question).__name__} is not a known question type")
+    return kind
+
+
+async def ask(call: CallLike, step: Step, question: Any) -> Answered:
+    """Answer *step*'s question through the call's round state, answerer or asker."""
+    kind = question_kind(question)
+    if call.rounds is not None:
+        return Answered(call.rounds.answer(step, question, kind))
+    if call.answerer is not None:
+        return Answered(await call.answerer(step, question))
+    if call.asker is not None and kind.ask is not None:
+        try:
+            return Answered(await kind.ask(call.asker, question))
+        except InvalidAnswer as exc:
+            raise InvalidAnswer(f"{step.name}: {exc}") from None
+    raise ResolventError(
+        f"{step.name} asked a question ({question!r}) but this call has nobody to ask.\n"
+        "  fix: open the call with an asker, `container.call(asker=...)`, or use rounds=True"
+    )
+
+
+class Rounds:
+    """Multi-round asking: questions are batched per round, answers ride an opaque state.
+
+    Nothing is kept between rounds but the state string the caller carries, so a later
+    round may run in another process. An answer is accepted only for the exact question
+    (by digest) it was given to; each question is asked once.
+    """
+
+    MAX_STATE = 1 << 20
+
+    def __init__(self, answers: Mapping[str, Any] | None, state: str | None) -> None:
+        self.answers = dict(answers or {})
+        self.recorded, self.asked = self._decode(state)
+        self.pending: dict[str, Any] = {}
+        self.asking: dict[str, str] = {}
+        self.persist: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    def _decode(cls, state: str | None) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+        if not state or not isinstance(state, str) or len(state) > cls.MAX_STATE:
+            return {}, {}
+        try:
+            data = json.loads(state)
+        except ValueError:
+            return {}, {}
+        if not isinstance(data, dict) or data.get("v") != 1:
+            return {}, {}
+        recorded, asked = data.get("answers"), data.get("asked")
+        if not isinstance(recorded, dict) or not isinstance(asked, dict):
+            return {}, {}
+        good = {
+            k: v
+            for k, v in recorded.items()
+            if isinstance(k, str) and isinstance(v, dict) and isinstance(v.get("q"), str) and "r" in v
+        }
+        return good, {k: v for k, v in asked.items() if isinstance(k, str) and isinstance(v, str)}
+
+    def answer(self, step: Step, question: Any, kind: QuestionKind) -> Outcome:
+        key = step.wire_key
+        digest = kind.digest(question)
+        record = self.recorded.get(key)
+        if record is not None and record["q"] == digest:
+            try:
+                outcome = kind.parse(question, record["r"])
+            except InvalidAnswer:
+                pass
+            else:
+                self.persist[key] = record
+                return outcome
+        raw = self.answers.get(key)
+        if raw is not None and self.asked.get(key) == digest:
+            try:
+                outcome = kind.parse(question, raw)
+            except InvalidAnswer as exc:
+                raise InvalidAnswer(f"{step.name}: {exc}") from None
+            self.persist[key] = {"q": digest, "r": raw}
+            return outcome
+        self.pending[key] = question
+        self.asking[key] = digest
+        raise _Pending
+
+    def state(self) -> str:
+        """The state to carry into the next round."""
+        return json.dumps(
+            {"v": 1, "answers": self.persist, "asked": self.asking},
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    def raise_if_pending(self) -> None:
+        if self.pending:
+            raise InputRequired(dict(self.pending), self.state())
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+def explain(exc: BaseException, plan: Plan, index: int, args: Mapping[str, Any], values: Mapping[Any, Any]) -> BaseException:
+    """Add a note naming the resolver chain; turn a missing argument/value into advice."""
+    if index < 0 or isinstance(exc, anyio.get_cancelled_exc_class()) or isinstance(exc, InputRequired):
+        return exc
+    step = plan.steps[index]
+    if isinstance(exc, KeyError) and exc.args:
+        missing = exc.args[0]
+        for item in step.inputs:
+            if item.source == "arg" and item.arg == missing and missing not in args:
+                return ResolventError(
+                    f"call argument {missing!r} needed by {step.name} was not given.\n"
+                    f"  path: {plan.path_to(index)}\n"
+                    f"  fix: pass {missing}=... when calling {plan.name}"
+                )
+            if item.source == "value" and item.value_type is missing and missing not in values:
+                name = type_name(missing)
+                return ResolventError(
+                    f"no framework value of type {name} was given to this call, but {step.name} "
+                    f"needs one (parameter {item.name!r}).\n"
+                    f"  path: {plan.path_to(index)}\n"
+                    f"  fix: open the call with container.call(values={{{name}: ...}})"
+                )
+    note = f"resolvent: raised by {step.name} ({step.scope.name}) resolving {plan.path_to(index)}"
+    if note not in getattr(exc, "__notes__", ()):
+        exc.add_note(note)
+    return exc
+
+
+def _fail(exc: BaseException, plan: Plan, args: Mapping[str, Any], values: Mapping[Any, Any]) -> BaseException:
+    """Map a failure inside generated code to the step that raised it."""
+    index = -1
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == plan.code_name:
+            index = plan.line_steps.get(tb.tb_lineno, index)
+        tb = tb.tb_next
+    return explain(exc, plan, index, args, values)
+
+
+# --- the interpreter ------------------------------------------------------------------
+
+
+def _consume(value: Any, item: Input, consumer: str) -> Any:
+    if item.outcome is not None:
+        return item.outcome.convert(as_outcome(value))
+    if value.__class__ is Answered:
+        return value.unwrap(item.name, consumer)
+    return value
+
+
+def _kwargs(
+    inputs: tuple[Input, ...], vals: list[Any], args: Mapping[str, Any], values: Mapping[Any, Any], consumer: str
+) -> dict[str, Any] | None:
+    kwargs: dict[str, Any] = {}
+    for item in inputs:
+        if item.source == "step":
+            value = vals[item.step]
+            if value is PENDING:
+                return None
+            kwargs[item.name] = _consume(value, item, consumer)
+        elif item.source == "arg":
+            if item.arg in args:
+                kwargs[item.name] = args[item.arg]
+            elif item.default is not NO_DEFAULT:
+                kwargs[item.name] = item.default
+            else:
+                raise KeyError(item.arg)
+        else:
+            kwargs[item.name] = values[item.value_type]
+    return kwargs
+
+
+async def _run_step(
+    step: Step,
+    vals: list[Any],
+    call: CallLike,
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    app: LiveScope | None,
+    session: LiveScope | None,
+) -> Any:
+    kwargs = _kwargs(step.inputs, vals, args, values, step.name)
+    if kwargs is None:
+        return PENDING
+    if step.scope is not Scope.CALL:
+        live = app if step.scope is Scope.APP else session
+        assert live is not None
+        value = live.cache.get(step.key, MISSING)
+        if value is MISSING:
+            value = await live.create(step, step.key, functools.partial(step.fn, **kwargs))
+        return value
+    value = call.cache.get(step.key, MISSING)
+    if value is not MISSING:
+        return value
+    kind = step.kind
+    if kind is Kind.ASYNC:
+        value = await step.fn(**kwargs)
+    elif kind is Kind.SYNC:
+        value = step.fn(**kwargs) if step.inline else await anyio.to_thread.run_sync(functools.partial(step.fn, **kwargs))
+    else:
+        value = await enter(call.exits, step, step.fn(**kwargs))
+    if step.may_ask and value.__class__ in QUESTION_KINDS:
+        try:
+            value = await ask(call, step, value)
+        except _Pending:
+            return PENDING
+    call.cache[step.key] = value
+    return value
+
+
+async def interpret(
+    plan: Plan,
+    call: CallLike,
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    app: LiveScope | None,
+    session: LiveScope | None,
+    *,
+    concurrent: bool,
+) -> dict[str, Any]:
+    """Resolve *plan* step by step (or concurrently) and return the injected kwargs."""
+    vals: list[Any] = [MISSING] * len(plan.steps)
+    if concurrent and len(plan.steps) > 1:
+        await _run_concurrently(plan, vals, call, args, values, app, session)
+    else:
+        for step in plan.steps:
+            try:
+                vals[step.index] = await _run_step(step, vals, call, args, values, app, session)
+            except BaseException as exc:
+                error = explain(exc, plan, step.index, args, values)
+                if error is exc:
+                    raise
+                raise error from exc
+    if call.rounds is not None:
+        call.rounds.raise_if_pending()
+    kwargs = _kwargs(plan.inputs, vals, args, values, plan.name)
+    assert kwargs is not None
+    return kwargs
+
+
+async def _run_concurrently(
+    plan: Plan,
+    vals: list[Any],
+    call: CallLike,
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    app: LiveScope | None,
+    session: LiveScope | None,
+) -> None:
+    """Run independent branches at once; resources are entered by the calling task.
+
+    Generators and context managers are set up and torn down in the task that owns
+    the call scope, so a provider whose task group spans its ``yield`` works.
+    """
+    steps = plan.steps
+    waiting = [len({i.step for i in s.inputs if i.source == "step"}) for s in steps]
+    dependents: list[list[int]] = [[] for _ in steps]
+    for step in steps:
+        for dep in {i.step for i in step.inputs if i.source == "step"}:
+            dependents[dep].append(step.index)
+    send, receive = anyio.create_memory_object_stream[int](len(steps))
+    ready = deque(s.index for s in steps if waiting[s.index] == 0)
+
+    async def run(index: int) -> None:
+        try:
+            vals[index] = await _run_step(steps[index], vals, call, args, values, app, session)
+        except BaseException as exc:
+            error = explain(exc, plan, index, args, values)
+            if error is exc:
+                raise
+            raise error from exc
+        send.send_nowait(index)
+
+    try:
+        async with send, receive, anyio.create_task_group() as group:
+            done = 0
+            while done < len(steps):
+                while ready:
+                    index = ready.popleft()
+                    step = steps[index]
+                    if step.kind.is_resource:
+                        await run(index)
+                    else:
+                        group.start_soon(run, index)
+                finished = await receive.receive()
+                done += 1
+                for dependent in dependents[finished]:
+                    waiting[dependent] -= 1
+                    if waiting[dependent] == 0:
+                        ready.append(dependent)
+    except BaseExceptionGroup as group_error:
+        raise _original(group_error) from None
+
+
+def _original(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one real error inside a task group's exception group, if there is one."""
+    cancelled = anyio.get_cancelled_exc_class()
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        error = stack.pop()
+        if isinstance(error, BaseExceptionGroup):
+            stack.extend(error.exceptions)
+        elif not isinstance(error, cancelled):
+            leaves.append(error)
+    if len(leaves) == 1:
+        return leaves[0]
+    return group
+
+
+# --- code generation ------------------------------------------------------------------
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.line_steps: dict[int, int] = {}
+        self.namespace: dict[str, Any] = {}
+        self._names: dict[int, str] = {}
+
+    def const(self, prefix: str, value: Any) -> str:
+        name = self._names.get(id(value))
+        if name is None or self.namespace.get(name) is not value:
+            name = f"{prefix}{len(self.namespace)}"
+            self.namespace[name] = value
+            self._names[id(value)] = name
+        return name
+
+    def emit(self, text: str, step: int = -1) -> None:
+        self.lines.append(text)
+        if step >= 0:
+            self.line_steps[len(self.lines)] = step
+
+
+def _expr(w: _Writer, item: Input, steps: tuple[Step, ...], consumer: str) -> str:
+    if item.source == "arg":
+        if item.default is NO_DEFAULT:
+            return f"args[{item.arg!r}]"
+        return f"args.get({item.arg!r}, {w.const('D', item.default)})"
+    if item.source == "value":
+        return f"values[{w.const('T', item.value_type)}]"
+    var = f"v{item.step}"
+    if item.outcome is not None:
+        return f"{w.const('C', item.outcome.convert)}(as_outcome({var}))"
+    if steps[item.step].may_ask:
+        return f"({var}.unwrap({item.name!r}, {consumer!r}) if {var}.__class__ is Answered else {var})"
+    return var
+
+
+def _call_args(w: _Writer, step_inputs: tuple[Input, ...], steps: tuple[Step, ...], consumer: str) -> str:
+    return ", ".join(f"{item.name}={_expr(w, item, steps, consumer)}" for item in step_inputs)
+
+
+def _blocks(steps: tuple[Step, ...]) -> list[list[Step]]:
+    """Group the steps: runs of worker-thread steps share one block (one hop)."""
+    blocks: list[list[Step]] = []
+    for step in steps:
+        joins = (
+            step.threaded
+            and step.scope is Scope.CALL
+            and blocks
+            and blocks[-1][-1].threaded
+            and blocks[-1][-1].scope is Scope.CALL
+            and not blocks[-1][-1].may_ask
+        )
+        if joins:
+            blocks[-1].append(step)
+        else:
+            blocks.append([step])
+    return blocks
+
+
+def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int], dict[str, Any]]:
+    """Generate the plan's Python source: ``run`` (calls the function) and ``resolve``.
+
+    Returns the source, its code name, the line -> step map and the namespace.
+    """
+    steps = graph.steps
+    w = _Writer()
+    ns = w.namespace
+    ns.update(
+        MISSING=MISSING,
+        Answered=Answered,
+        QT=QUESTION_KINDS,
+        as_outcome=as_outcome,
+        accepted=accepted,
+        ask=ask,
+        enter=enter,
+        partial=functools.partial,
+        to_thread=anyio.to_thread.run_sync,
+        fail=_fail,
+        PLAN=plan_ref,
+    )
+    root_name = graph.root.name
+    scopes = {s.scope for s in steps}
+    call_resources = any(s.kind.is_resource and s.scope is Scope.CALL for s in steps)
+
+    # Worker-thread blocks become plain functions that run in one hop.
+    block_defs: list[str] = []
+    body: list[tuple[str, int]] = []
+    for number, block in enumerate(_blocks(steps)):
+        first = block[0]
+        if first.threaded and first.scope is Scope.CALL:
+            inside = {s.index for s in block}
+            needed = sorted({i.step for s in block for i in s.inputs if i.source == "step" and i.step not in inside})
+            params = ", ".join([f"v{i}" for i in needed] + ["args", "values"])
+            block_defs.append(f"def block{number}({params}):")
+            for step in block:
+                fn = w.const("f", step.fn)
+                block_defs.append(f"    v{step.index} = {fn}({_call_args(w, step.inputs, steps, step.name)})")
+            outs = ", ".join(f"v{s.index}" for s in block)
+            block_defs.append(f"    return ({outs},)")
+            body.append((f"({outs},) = await to_thread(block{number}, {params})", block[-1].index))
+            last = block[-1]
+            if last.may_ask:
+                body.append((f"if v{last.index}.__class__ in QT: v{last.index} = await ask(call, {w.const('S', last)}, v{last.index})", last.index))
+            continue
+        step = first
+        fn = w.const("f", step.fn)
+        s = w.const("S", step)
+        call_args = _call_args(w, step.inputs, steps, step.name)
+        v = f"v{step.index}"
+        if step.scope is not Scope.CALL:
+            cache = "app_cache" if step.scope is Scope.APP else "session_cache"
+            live = "app" if step.scope is Scope.APP else "session"
+            k = w.const("K", step.key)
+            make = f"partial({fn}, {call_args})" if call_args else fn
+            body.append((f"{v} = {cache}.get({k}, MISSING)", step.index))
+            body.append((f"if {v} is MISSING: {v} = await {live}.create({s}, {k}, {make})", step.index))
+            continue
+        if step.kind.is_resource:
+            body.append((f"{v} = await enter(exits, {s}, {fn}({call_args}))", step.index))
+        elif step.kind is Kind.ASYNC:
+            body.append((f"{v} = await {fn}({call_args})", step.index))
+        else:
+            body.append((f"{v} = {fn}({call_args})", step.index))
+        if step.may_ask:
+            body.append((f"if {v}.__class__ in QT: {v} = await ask(call, {s}, {v})", step.index))
+
+    root_kwargs = ", ".join(f"{i.name}={_expr(w, i, steps, root_name)}" for i in graph.inputs)
+    results = "{" + ", ".join(f"{i.name!r}: {_expr(w, i, steps, root_name)}" for i in graph.inputs) + "}"
+    call_steps = [s for s in steps if s.scope is Scope.CALL]
+
+    for line in block_defs:
+        w.emit(line)
+    for variant in ("run", "resolve"):
+        w.emit(f"async def {variant}(args, values, call, app, session, body):")
+        w.emit("    try:")
+        if Scope.APP in scopes:
+            w.emit("        app_cache = app.cache")
+        if Scope.SESSION in scopes:
+            w.emit("        session_cache = session.cache")
+        if call_resources:
+            w.emit("        exits = call.exits")
+        for text, index in body:
+            w.emit(f"        {text}", index)
+        if variant == "resolve" and call_steps:
+            record = ", ".join(f"{w.const('K', s.key)}: v{s.index}" for s in call_steps)
+            w.emit(f"        if call is not None: call.cache.update({{{record}}})")
+        if variant == "resolve":
+            w.emit(f"        return {results}")
+        w.emit("    except BaseException as exc:")
+        w.emit("        error = fail(exc, PLAN[0], args, values)")
+        w.emit("        if error is exc: raise")
+        w.emit("        raise error from exc")
+        if variant == "run":
+            spread = f"**args, {root_kwargs}" if root_kwargs else "**args"
+            awaiting = "await " if graph.root.kind is Kind.ASYNC else ""
+            w.emit(f"    return {awaiting}body({spread})")
+    code_name = f"<resolvent plan {root_name} #{next(_counter)}>"
+    source = "\n".join(w.lines) + "\n"
+    exec(compile(source, code_name, "exec"), ns)  # noqa: S102 - our own generated code
+    return source, code_name, w.line_steps, ns

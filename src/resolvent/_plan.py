@@ -1,0 +1,189 @@
+"""The immutable execution plan and its text, Mermaid and Graphviz renderings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._questions import OutcomeFamily
+from ._scopes import Scope
+from ._signature import NO_DEFAULT, Kind, type_name
+
+__all__ = ("Input", "Plan", "Step")
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    """Where one parameter's value comes from.
+
+    *source* is ``"step"`` (the value of ``steps[step]``), ``"arg"`` (the call argument
+    *arg*, else *default*) or ``"value"`` (the framework value of type *value_type*).
+    """
+
+    name: str
+    source: str
+    step: int = -1
+    arg: str = ""
+    default: Any = NO_DEFAULT
+    value_type: Any = None
+    outcome: OutcomeFamily | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Step:
+    """One resolver in the plan, with everything needed to run it."""
+
+    index: int
+    fn: Callable[..., Any]
+    name: str
+    key: Hashable
+    scope: Scope
+    kind: Kind
+    inline: bool
+    may_ask: bool
+    inputs: tuple[Input, ...]
+    wire_key: str
+    parent: int
+    param: str
+
+    @property
+    def threaded(self) -> bool:
+        """True for a sync function that runs in a worker thread."""
+        return self.kind is Kind.SYNC and not self.inline
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Plan:
+    """A function's dependency graph, compiled once into steps in topological order.
+
+    Get one from `Container.compile`. A plan is immutable and holds everything needed to
+    resolve a call; nothing on the call path reads annotations again.
+
+    Attributes:
+        fn: the function the plan was compiled for.
+        name: its qualified name.
+        steps: the resolvers, dependencies first.
+        inputs: where each injected parameter of *fn* comes from.
+        arguments: the names of *fn*'s parameters the caller supplies.
+    """
+
+    fn: Callable[..., Any]
+    name: str
+    steps: tuple[Step, ...]
+    inputs: tuple[Input, ...]
+    arguments: tuple[str, ...]
+    value_types: tuple[Any, ...]
+    scopes: frozenset[Scope]
+    needs_call: bool
+    generation: int
+    fn_is_async: bool
+    code: str = field(repr=False)
+    code_name: str = field(repr=False)
+    run_fn: Callable[..., Any] = field(repr=False)
+    resolve_fn: Callable[..., Any] = field(repr=False)
+    line_steps: dict[int, int] = field(repr=False)
+
+    def path_to(self, index: int) -> str:
+        """How the plan reaches step *index*: ``root.param -> resolver.param -> ...``."""
+        hops: list[str] = []
+        while index >= 0 and len(hops) < 12:
+            step = self.steps[index]
+            hops.append(step.name)
+            parent = self.steps[step.parent].name if step.parent >= 0 else self.name
+            hops.append(f"{parent}({step.param}=...)")
+            index = step.parent
+        if index >= 0:
+            hops.append("...")
+        return " -> ".join(reversed(hops))
+
+    def source(self) -> str:
+        """The Python source generated for this plan (what actually runs)."""
+        return self.code
+
+    def describe(self) -> str:
+        """A readable text view: steps in order with scope, kind and sources."""
+        lines = [f"plan for {self.name}({', '.join(self.arguments)}): {len(self.steps)} step(s)"]
+        width = max((len(s.name) for s in self.steps), default=0)
+        for step in self.steps:
+            asks = ", may ask" if step.may_ask else ""
+            lines.append(
+                f"  {step.index + 1:>3}. {step.name:<{width}}  {step.scope.name:<7} "
+                f"{step.kind.value}{'' if step.kind.is_async or step.inline else ' (thread)'}{asks}"
+            )
+            for item in step.inputs:
+                lines.append(f"         {item.name} <- {self._source_text(item)}")
+        lines.append(f"  -> {self.name}")
+        for item in self.inputs:
+            lines.append(f"         {item.name} <- {self._source_text(item)}")
+        return "\n".join(lines)
+
+    def _source_text(self, item: Input) -> str:
+        if item.source == "step":
+            text = f"step {item.step + 1} ({self.steps[item.step].name})"
+            return text + (" as outcome" if item.outcome is not None else "")
+        if item.source == "arg":
+            return f"call argument {item.arg!r}" + (
+                "" if item.default is NO_DEFAULT else f" (default {item.default!r})"
+            )
+        return f"framework value {type_name(item.value_type)}"
+
+    def _edges(self) -> list[tuple[str, str, str]]:
+        edges: list[tuple[str, str, str]] = []
+        consumers: list[tuple[str, tuple[Input, ...]]] = [(f"s{s.index}", s.inputs) for s in self.steps]
+        consumers.append(("root", self.inputs))
+        for node, inputs in consumers:
+            for item in inputs:
+                if item.source == "step":
+                    edges.append((f"s{item.step}", node, item.name))
+                elif item.source == "arg":
+                    edges.append((f"arg_{item.arg}", node, item.name))
+                else:
+                    edges.append((f"val_{type_name(item.value_type)}", node, item.name))
+        return edges
+
+    def to_mermaid(self) -> str:
+        """The plan as a Mermaid flowchart; scopes are coloured, questions marked."""
+        out = ["flowchart TD"]
+        for step in self.steps:
+            ask = " ❓" if step.may_ask else ""
+            out.append(f'  s{step.index}["{step.name}<br/>{step.scope.name} · {step.kind.value}{ask}"]:::{step.scope.name.lower()}')
+        out.append(f'  root(["{self.name}"]):::root')
+        seen: set[str] = set()
+        for source, target, label in self._edges():
+            if source not in seen and not source.startswith("s"):
+                seen.add(source)
+                text = source.split("_", 1)[1]
+                shape = f'(["{text} (argument)"])' if source.startswith("arg_") else f'[/"{text} (value)"/]'
+                out.append(f"  {source}{shape}:::external")
+            out.append(f"  {source} -->|{label}| {target}")
+        out += [
+            "  classDef app fill:#dbeafe,stroke:#1d4ed8",
+            "  classDef session fill:#dcfce7,stroke:#15803d",
+            "  classDef call fill:#fef9c3,stroke:#a16207",
+            "  classDef root fill:#f3f4f6,stroke:#111827",
+            "  classDef external fill:#ffffff,stroke:#6b7280,stroke-dasharray: 3 3",
+        ]
+        return "\n".join(out)
+
+    def to_dot(self) -> str:
+        """The plan as a Graphviz DOT digraph; scopes are coloured, questions marked."""
+        colours = {Scope.APP: "#dbeafe", Scope.SESSION: "#dcfce7", Scope.CALL: "#fef9c3"}
+        out = ["digraph plan {", "  rankdir=TB;", '  node [shape=box, style="rounded,filled", fontname="Helvetica"];']
+        for step in self.steps:
+            ask = "\\n(may ask)" if step.may_ask else ""
+            out.append(
+                f'  s{step.index} [label="{step.name}\\n{step.scope.name} · {step.kind.value}{ask}", '
+                f'fillcolor="{colours[step.scope]}"];'
+            )
+        out.append(f'  root [label="{self.name}", shape=oval, fillcolor="#f3f4f6"];')
+        seen: set[str] = set()
+        for source, target, label in self._edges():
+            if source not in seen and not source.startswith("s"):
+                seen.add(source)
+                text = source.split("_", 1)[1]
+                kind = "argument" if source.startswith("arg_") else "value"
+                out.append(f'  "{source}" [label="{text} ({kind})", shape=note, fillcolor="#ffffff"];')
+            out.append(f'  "{source}" -> "{target}" [label="{label}"];')
+        out.append("}")
+        return "\n".join(out)

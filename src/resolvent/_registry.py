@@ -1,0 +1,101 @@
+"""Providers keyed by function identity and by provided type."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from ._scopes import Scope
+from ._signature import NO_DEFAULT, FunctionInfo, read_function
+
+__all__ = ("Provider", "Registry", "resolver_key")
+
+
+def resolver_key(fn: Any) -> Hashable:
+    """The memo key of a resolver: its identity.
+
+    A bound method is re-created on every attribute access, so it is keyed by its
+    function and its ``self``: ``svc.load`` referenced twice is one resolver, and two
+    instances never collide. Plans keep the objects alive, so identities stay unique.
+    """
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and not isinstance(owner, types.ModuleType):
+        func = getattr(fn, "__func__", None) or getattr(fn, "__name__", None)
+        return ("method", func, id(owner))
+    if isinstance(fn, types.FunctionType | type):
+        return fn
+    return ("object", id(fn))
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """A registered (or implicitly used) resolver and how it lives."""
+
+    info: FunctionInfo
+    scope: Scope
+    inline: bool
+    registered: bool
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        return self.info.fn
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_cached(key: Hashable, fn: Callable[..., Any]) -> FunctionInfo:
+    return read_function(fn)
+
+
+def read(fn: Callable[..., Any]) -> FunctionInfo:
+    """`read_function`, cached for plain functions (their identity is stable)."""
+    if isinstance(fn, types.FunctionType):
+        return _read_cached(fn, fn)
+    return read_function(fn)
+
+
+class Registry:
+    """The container's providers, findable by function and by the type they provide."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[Hashable, Provider] = {}
+        self.by_type: dict[Any, list[Provider]] = {}
+
+    def add(
+        self,
+        fn: Callable[..., Any],
+        *,
+        scope: Scope,
+        provides: Any = None,
+        inline: bool = False,
+    ) -> Provider:
+        """Register *fn*; what one function shows is validated now."""
+        if not isinstance(scope, Scope):
+            raise TypeError(f"scope must be a resolvent.Scope, not {scope!r}")
+        info = read(fn)
+        provider = Provider(info, scope, inline, registered=True)
+        key = resolver_key(fn)
+        old = self.by_key.get(key)
+        if old is not None:
+            for offered in self.by_type.values():
+                if old in offered:
+                    offered.remove(old)
+        self.by_key[key] = provider
+        offered_type = provides if provides is not None else info.provides
+        if offered_type is not NO_DEFAULT and offered_type is not None and offered_type is not inspect.Parameter.empty:
+            self.by_type.setdefault(offered_type, []).append(provider)
+        return provider
+
+    def get(self, fn: Callable[..., Any]) -> Provider | None:
+        return self.by_key.get(resolver_key(fn))
+
+    def implicit(self, fn: Callable[..., Any]) -> Provider:
+        """The provider for an unregistered resolver: CALL-scoped, not inline."""
+        found = self.get(fn)
+        return found if found is not None else Provider(read(fn), Scope.CALL, inline=False, registered=False)
+
+    def for_type(self, tp: Any) -> list[Provider]:
+        return list(self.by_type.get(tp, ()))

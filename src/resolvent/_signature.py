@@ -1,0 +1,292 @@
+"""Reading one function: its parameters, what it returns, and how it must be called.
+
+Everything here looks at a single function. Decisions that need the whole graph (which
+provider a type means, scopes, cycles) belong to the compiler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import functools
+import inspect
+import types
+import typing
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any, get_args, get_origin
+
+from ._errors import InvalidSignature
+from ._markers import Resolve
+from ._questions import OUTCOME_FAMILIES, QUESTION_KINDS, OutcomeFamily
+
+__all__ = ("FunctionInfo", "Kind", "Param", "read_function")
+
+NO_DEFAULT: Any = inspect.Parameter.empty
+
+RESOLVE_MARKERS: dict[type, Callable[[Any], Resolve]] = {Resolve: lambda marker: marker}
+"""Marker classes honoured in ``Annotated`` metadata, with a converter to `Resolve`."""
+
+
+def register_resolve_marker(cls: type, convert: Callable[[Any], Resolve]) -> None:
+    """Honour another library's ``Resolve``-like marker (the MCP SDK's, for one)."""
+    RESOLVE_MARKERS[cls] = convert
+
+
+class Kind(enum.Enum):
+    """How a provider produces its value; decided once per function."""
+
+    ASYNC = "async function"
+    SYNC = "function"
+    ASYNC_GENERATOR = "async generator"
+    GENERATOR = "generator"
+    ASYNC_CONTEXT_MANAGER = "async context manager"
+    CONTEXT_MANAGER = "context manager"
+
+    @property
+    def is_resource(self) -> bool:
+        return self not in (Kind.ASYNC, Kind.SYNC)
+
+    @property
+    def is_async(self) -> bool:
+        return self in (Kind.ASYNC, Kind.ASYNC_GENERATOR, Kind.ASYNC_CONTEXT_MANAGER)
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One parameter as written.
+
+    Attributes:
+        name: the parameter's name.
+        bare: the annotation without ``Annotated`` metadata (``inspect.Parameter.empty``
+            when unannotated).
+        marker: the `Resolve` marker, if the parameter has one.
+        outcome: for a marked parameter that wants the whole outcome, its family.
+        default: the default value, or ``inspect.Parameter.empty``.
+    """
+
+    name: str
+    bare: Any
+    marker: Resolve | None
+    outcome: OutcomeFamily | None
+    default: Any
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionInfo:
+    """What one function shows: parameters, kind, provided type, whether it may ask."""
+
+    fn: Callable[..., Any]
+    name: str
+    params: tuple[Param, ...]
+    kind: Kind
+    provides: Any
+    may_ask: bool
+    varkw: bool
+
+
+def describe_fn(fn: Any) -> str:
+    """A readable, qualified name for messages: ``module.Class.method``."""
+    if isinstance(fn, functools.partial):
+        return f"partial({describe_fn(fn.func)})"
+    target = getattr(fn, "__func__", fn)
+    qualname = getattr(target, "__qualname__", None) or type(fn).__qualname__
+    module = getattr(target, "__module__", None) or type(fn).__module__
+    return qualname if module in (None, "__main__", "builtins") else f"{module}.{qualname}"
+
+
+def type_name(tp: Any) -> str:
+    """A short readable name for a type in messages."""
+    if tp is NO_DEFAULT:
+        return "<unannotated>"
+    if isinstance(tp, type) and get_origin(tp) is None:
+        return tp.__qualname__
+    return repr(tp).replace("typing.", "")
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    if inspect.isclass(fn):
+        target: Any = fn.__init__
+    elif inspect.isroutine(fn) or isinstance(fn, functools.partial):
+        target = fn.func if isinstance(fn, functools.partial) else fn
+    else:
+        target = type(fn).__call__
+    try:
+        return typing.get_type_hints(target, include_extras=True)
+    except Exception as exc:
+        raise InvalidSignature(
+            f"cannot read the annotations of {describe_fn(fn)}: {exc}.\n"
+            "  fix: make every name used in its annotations importable at module level "
+            "(not only under TYPE_CHECKING)"
+        ) from exc
+
+
+def _is_async_callable(fn: Any) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    return not inspect.isroutine(fn) and not inspect.isclass(fn) and inspect.iscoroutinefunction(call)
+
+
+def _unwrapped(fn: Any) -> Any:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
+
+
+def _first_arg(annotation: Any) -> Any:
+    args = get_args(annotation)
+    return args[0] if args else NO_DEFAULT
+
+
+_ASYNC_ITERATORS = (AsyncIterator, AsyncGenerator, typing.AsyncIterator, typing.AsyncGenerator)
+_SYNC_ITERATORS = (Iterator, Generator, typing.Iterator, typing.Generator)
+_ASYNC_CMS = (contextlib.AbstractAsyncContextManager,)
+_SYNC_CMS = (contextlib.AbstractContextManager,)
+
+
+def _kind_and_provides(fn: Any, returns: Any) -> tuple[Kind, Any]:
+    target = _unwrapped(fn)
+    origin = get_origin(returns) or returns
+    if inspect.isasyncgenfunction(target):
+        return Kind.ASYNC_GENERATOR, _first_arg(returns)
+    if inspect.isgeneratorfunction(target):
+        return Kind.GENERATOR, _first_arg(returns)
+    wrapped = getattr(target, "__wrapped__", None)
+    if wrapped is not None and not _is_async_callable(target):
+        # @asynccontextmanager / @contextmanager: annotations are the generator's own.
+        if inspect.isasyncgenfunction(wrapped):
+            return Kind.ASYNC_CONTEXT_MANAGER, _first_arg(returns)
+        if inspect.isgeneratorfunction(wrapped):
+            return Kind.CONTEXT_MANAGER, _first_arg(returns)
+    if not _is_async_callable(fn) and isinstance(origin, type):
+        if issubclass(origin, _ASYNC_CMS):
+            return Kind.ASYNC_CONTEXT_MANAGER, _first_arg(returns)
+        if issubclass(origin, _SYNC_CMS):
+            return Kind.CONTEXT_MANAGER, _first_arg(returns)
+    if inspect.isclass(fn):
+        return Kind.SYNC, fn
+    return (Kind.ASYNC if _is_async_callable(fn) else Kind.SYNC), returns
+
+
+def _union_members(annotation: Any) -> tuple[Any, ...]:
+    if get_origin(annotation) in (typing.Union, types.UnionType):
+        return get_args(annotation)
+    return (annotation,)
+
+
+def _is_question_type(tp: Any) -> bool:
+    cls = get_origin(tp) or tp
+    return isinstance(cls, type) and any(issubclass(cls, q) for q in QUESTION_KINDS)
+
+
+def _may_ask(fn: Any, provides: Any) -> tuple[bool, Any]:
+    """Whether a resolver may return a question, and the type it provides otherwise."""
+    if provides is NO_DEFAULT or provides is Any or provides is object:
+        return True, provides
+    if isinstance(provides, typing.TypeVar):
+        return True, provides
+    members = _union_members(provides)
+    arms = [m for m in members if _is_question_type(m)]
+    if len(arms) > 1:
+        raise InvalidSignature(
+            f"{describe_fn(fn)} returns {type_name(provides)}, which has {len(arms)} question arms.\n"
+            "  a resolver asks at most one question: split it into one resolver per question"
+        )
+    if not arms:
+        return False, provides
+    rest = [m for m in members if not _is_question_type(m)]
+    if len(rest) == 1:
+        return True, rest[0]
+    if not rest:
+        elicit_arg = get_args(arms[0])
+        return True, elicit_arg[0] if elicit_arg else NO_DEFAULT
+    return True, typing.Union[tuple(rest)]  # noqa: UP007
+
+
+def _marker_of(annotation: Any) -> Resolve | None:
+    if get_origin(annotation) is not Annotated:
+        return None
+    found = [m for m in annotation.__metadata__ if type(m) in RESOLVE_MARKERS]
+    if len(found) > 1:
+        raise ValueError("more than one Resolve marker")
+    return RESOLVE_MARKERS[type(found[0])](found[0]) if found else None
+
+
+def _buried_marker(annotation: Any) -> bool:
+    """True when a `Resolve` marker sits anywhere below the top level of *annotation*."""
+    stack = list(get_args(annotation))
+    while stack:
+        node = stack.pop()
+        if get_origin(node) is Annotated and any(type(m) in RESOLVE_MARKERS for m in node.__metadata__):
+            return True
+        stack.extend(get_args(node))
+    return False
+
+
+def outcome_family(type_arg: Any) -> OutcomeFamily | None:
+    """The outcome family a consumer asks for, or None when it wants the bare value."""
+    value = getattr(type_arg, "__value__", None) or getattr(get_origin(type_arg), "__value__", None)
+    if value is not None:  # PEP 695 aliases, such as the SDK's ElicitationResult
+        type_arg = value
+    for member in _union_members(type_arg):
+        cls = get_origin(member) or member
+        if not isinstance(cls, type):
+            continue
+        for family in OUTCOME_FAMILIES:
+            if issubclass(cls, family.members):
+                return family
+    return None
+
+
+def read_function(fn: Callable[..., Any]) -> FunctionInfo:
+    """Read *fn* once: classify what can be classified without the graph.
+
+    Raises:
+        InvalidSignature: a marker hidden in a union, two markers on one parameter, more
+            than one question arm, positional-only or ``*args`` parameters.
+    """
+    if not callable(fn):
+        raise InvalidSignature(f"{fn!r} is not callable; Resolve(...) takes a function")
+    name = describe_fn(fn)
+    hints = _hints(fn)
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise InvalidSignature(f"cannot read the signature of {name}: {exc}") from exc
+    params: list[Param] = []
+    varkw = False
+    for p in signature.parameters.values():
+        annotation = hints.get(p.name, NO_DEFAULT)
+        if p.kind is p.VAR_KEYWORD:
+            varkw = True
+            continue
+        if p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY):
+            raise InvalidSignature(
+                f"parameter {p.name!r} of {name} is {p.kind.description}; resolvent passes "
+                "every value by keyword.\n  fix: make it a regular or keyword-only parameter"
+            )
+        try:
+            marker = _marker_of(annotation)
+        except ValueError:
+            raise InvalidSignature(
+                f"parameter {p.name!r} of {name} has more than one Resolve marker; keep one"
+            ) from None
+        if marker is None and _buried_marker(annotation):
+            raise InvalidSignature(
+                f"parameter {p.name!r} of {name} hides Resolve(...) inside {type_name(annotation)}.\n"
+                "  a marker inside a union or Optional is never honoured.\n"
+                f"  fix: annotate it directly, `{p.name}: Annotated[T, Resolve(fn)]`; to receive a "
+                "declined question, use `Annotated[ElicitationResult[T], Resolve(fn)]`"
+            )
+        bare = annotation.__origin__ if get_origin(annotation) is Annotated else annotation
+        family = outcome_family(bare) if marker is not None else None
+        params.append(Param(p.name, bare, marker, family, p.default))
+    returns = hints.get("return", NO_DEFAULT)
+    if inspect.isclass(fn):
+        returns = fn
+    kind, provides = _kind_and_provides(fn, returns)
+    may_ask, provides = _may_ask(fn, provides) if not kind.is_resource else (False, provides)
+    return FunctionInfo(fn, name, tuple(params), kind, provides, may_ask, varkw)

@@ -1,0 +1,61 @@
+"""Shared pytest configuration.
+
+Every ``async def test_...`` runs once per anyio backend (asyncio and trio)
+through anyio's pytest plugin. Test authors need no marker: coroutine tests
+are marked ``anyio`` automatically. To pin a module or test to one backend,
+override the ``anyio_backend`` fixture locally.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+
+ANYIO_BACKENDS = [
+    pytest.param("asyncio", id="asyncio"),
+    pytest.param("trio", id="trio"),
+]
+
+
+@pytest.fixture(scope="module", params=ANYIO_BACKENDS)
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The anyio backend an async test runs on; every async test runs on each."""
+    backend: str = request.param
+    return backend
+
+
+def _is_coroutine_test(obj: object) -> bool:
+    # Hypothesis wraps @given tests in a sync function; look at the inner test.
+    inner = getattr(getattr(obj, "hypothesis", None), "inner_test", obj)
+    return inspect.iscoroutinefunction(inner)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) -> None:
+    """Mark every coroutine test function with ``pytest.mark.anyio``.
+
+    This has to happen while the test is being collected, not later in
+    ``pytest_collection_modifyitems``: anyio's plugin decides at this point
+    whether the test requests the ``anyio_backend`` fixture, and so whether it
+    is parametrized over the backends above. Returning None lets pytest (and
+    anyio's own hook) go on to build the item.
+    """
+    if not isinstance(collector, pytest.Module | pytest.Class):
+        return
+    if not collector.istestfunction(obj, name) or not _is_coroutine_test(obj):
+        return
+    if not any(mark.name == "anyio" for mark in getattr(obj, "pytestmark", ())):
+        pytest.mark.anyio(obj)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Safety net: any coroutine test that still lacks the marker gets it here."""
+    for item in items:
+        if (
+            isinstance(item, pytest.Function)
+            and _is_coroutine_test(item.obj)
+            and item.get_closest_marker("anyio") is None
+        ):
+            item.add_marker(pytest.mark.anyio)

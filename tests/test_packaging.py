@@ -1,0 +1,114 @@
+"""Packaging invariants: optional dependencies stay optional, the public API is
+documented, and the package ships its type information."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import inspect
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import resolvent
+
+# Runs in a fresh interpreter: make every import of the MCP SDK fail, then
+# import resolvent. The core package must not need (or even try to keep) mcp.
+_IMPORT_WITHOUT_MCP = textwrap.dedent(
+    """
+    import importlib.abc
+    import sys
+
+    BLOCKED = ("mcp", "mcp_types")
+
+    class BlockMCP(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path=None, target=None):
+            if any(fullname == b or fullname.startswith(b + ".") for b in BLOCKED):
+                raise ImportError(f"{fullname} is blocked for this test", name=fullname)
+            return None
+
+    sys.meta_path.insert(0, BlockMCP())
+
+    import resolvent
+
+    leaked = sorted(
+        m for m in sys.modules
+        if any(m == b or m.startswith(b + ".") for b in BLOCKED)
+    )
+    assert "mcp" not in sys.modules, leaked
+    assert not leaked, leaked
+    print("resolvent imported without mcp")
+    """
+)
+
+
+def test_import_does_not_need_mcp(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORT_WITHOUT_MCP],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "resolvent imported without mcp" in proc.stdout
+
+
+def _own_docstring(obj: object) -> str | None:
+    """The docstring written for obj itself, not one Python generated or inherited."""
+    doc = getattr(obj, "__doc__", None)
+    if inspect.isclass(obj):
+        doc = vars(obj).get("__doc__")
+        # @dataclass fills in a missing docstring with the signature.
+        if dataclasses.is_dataclass(obj) and doc and doc.startswith(obj.__name__ + "("):
+            return None
+    if not isinstance(doc, str) or not doc.strip():
+        return None
+    return doc
+
+
+def test_public_api_names_exist_and_are_documented() -> None:
+    exported = resolvent.__all__
+    assert isinstance(exported, list | tuple)
+    assert all(isinstance(name, str) for name in exported)
+    assert len(set(exported)) == len(exported), "duplicate names in __all__"
+
+    missing = [name for name in exported if not hasattr(resolvent, name)]
+    assert not missing, f"__all__ names not defined in resolvent: {missing}"
+
+    # Only classes, functions and modules can carry a docstring of their own;
+    # constants, enum members, type aliases and TypeVars are exempt.
+    undocumented = [
+        name
+        for name in exported
+        if (
+            inspect.isclass(obj := getattr(resolvent, name))
+            or inspect.isroutine(obj)
+            or inspect.ismodule(obj)
+        )
+        and _own_docstring(obj) is None
+    ]
+    assert not undocumented, f"public names without a docstring: {undocumented}"
+
+
+def test_public_api_exports_nothing_private() -> None:
+    private = [
+        name
+        for name in resolvent.__all__
+        if name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+    ]
+    assert not private, f"private names in __all__: {private}"
+
+    modules = [name for name in resolvent.__all__ if inspect.ismodule(getattr(resolvent, name))]
+    assert not modules, f"modules exported in __all__ (export their contents instead): {modules}"
+
+
+def test_package_has_docstring() -> None:
+    assert resolvent.__doc__ and resolvent.__doc__.strip()
+
+
+def test_py_typed_is_shipped() -> None:
+    marker = importlib.resources.files("resolvent") / "py.typed"
+    assert marker.is_file(), f"py.typed missing next to {resolvent.__file__}"
