@@ -1,0 +1,123 @@
+"""The ``resolvent graph`` command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from resolvent.__main__ import main
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(autouse=True)
+def _in_tests_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The command adds the working directory to sys.path, as a user running it would.
+    monkeypatch.chdir(HERE)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_text_is_the_plan_description(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "graph", "graph_sample:handler")
+    assert code == 0, err
+    assert out.startswith("plan for graph_sample.handler(user_id): 3 step(s)")
+    assert "graph_sample.settings " in out and "APP" in out and "async generator" in out
+    assert "user_id <- call argument 'user_id'" in out
+    assert "-> graph_sample.handler" in out
+
+
+def test_mermaid(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "graph", "graph_sample:handler", "--format", "mermaid")
+    assert code == 0
+    assert out.startswith("flowchart TD")
+    assert 'root(["graph_sample.handler"])' in out
+    assert "classDef app" in out
+
+
+def test_dot(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "graph", "graph_sample:handler", "--format", "dot")
+    assert code == 0
+    assert out.startswith("digraph plan {")
+    assert out.rstrip().endswith("}")
+    assert "pool" in out
+
+
+def test_explicit_container(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "graph", "graph_sample:handler", "--container", "graph_sample:container"
+    )
+    assert code == 0
+    assert "plan for graph_sample.handler" in out
+
+
+def test_wrapped_function_uses_the_wrappers_container(capsys: pytest.CaptureFixture[str]) -> None:
+    # The module holds two containers; the wrapper names the right one, and the plan
+    # is drawn for the wrapped function with its injected parameters.
+    code, out, err = run(capsys, "graph", "graph_sample_tools:tool")
+    assert code == 0, err
+    assert out.startswith("plan for graph_sample_tools.tool(city, user_id)")
+    assert "user <- step 3 (graph_sample.current_user)" in out
+
+
+def test_several_containers_need_a_choice(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "graph", "graph_sample_tools:current_user")
+    assert code == 2
+    assert "several Container globals (container, other)" in err
+    assert "--container" in err
+
+
+def test_invalid_graph_prints_the_error_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "graph", "graph_sample:broken")
+    assert code == 1
+    assert out == ""
+    assert "captive dependency" in err
+    assert "captive" in err and "current_user" in err
+    assert "fix:" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["graph", "graph_sample"], "must look like module:name"),
+        (["graph", "no_such_module_here:f"], "cannot import module 'no_such_module_here'"),
+        (["graph", "graph_sample:missing"], "has no attribute 'missing'"),
+        (
+            ["graph", "graph_sample:handler", "--container", "graph_sample:pool"],
+            "not a resolvent Container",
+        ),
+    ],
+)
+def test_usage_errors_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert message in err
+
+
+def test_unknown_format_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["graph", "graph_sample:handler", "--format", "svg"])
+    assert info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_python_dash_m(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "resolvent", "graph", "graph_sample:handler", "--format", "mermaid"],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("flowchart TD")
