@@ -28,8 +28,10 @@ __all__ = ("Graph", "Overrides", "build_graph")
 class Overrides:
     """Active overrides: replacement functions by target identity and by type."""
 
-    by_key: dict[Hashable, Callable[..., Any]] = field(default_factory=dict)
-    by_type: dict[Any, Callable[..., Any]] = field(default_factory=dict)
+    by_key: dict[Hashable, Callable[..., Any]] = field(
+        default_factory=dict[Hashable, Callable[..., Any]]
+    )
+    by_type: dict[Any, Callable[..., Any]] = field(default_factory=dict[Any, Callable[..., Any]])
     epoch: int = 0
 
 
@@ -52,7 +54,9 @@ class _Node:
     parent: Hashable | None
     param: str
     edges: list[tuple[Param, Hashable]] | None = None
-    inputs: list[Input | tuple[Param, Hashable]] = field(default_factory=list)
+    inputs: list[Input | tuple[Param, Hashable]] = field(
+        default_factory=list[Input | tuple[Param, Hashable]]
+    )
 
     @property
     def name(self) -> str:
@@ -118,7 +122,9 @@ class _Compiler:
         if replacement is not None:
             replaced = True
             found = self.registry.get(replacement)
-            provider = found or Provider(read(replacement), original.scope, original.inline, registered=False)
+            provider = found or Provider(
+                read(replacement), original.scope, original.inline, registered=False
+            )
             key = resolver_key(replacement)
         else:
             provider = original
@@ -146,7 +152,8 @@ class _Compiler:
             f"{where} asks for Resolve() by type {type_name(tp)}, which {len(offered)} providers "
             f"offer: {names}.\n"
             f"  path: {self.path(consumer, param.name)}\n"
-            f"  fix: name the one you mean: Annotated[{type_name(tp)}, Resolve({offered[0].info.fn.__name__})]"
+            f"  fix: name the one you mean: "
+            f"Annotated[{type_name(tp)}, Resolve({offered[0].info.fn.__name__})]"
         )
 
     def _name(self, key: Hashable | None) -> str:
@@ -176,7 +183,9 @@ class _Compiler:
             if root_param is not None:
                 if scope > Scope.CALL:
                     self._captive_source(node, param, f"the call argument {param.name!r}")
-                default = root_param.default if root_param.default is not NO_DEFAULT else param.default
+                default = (
+                    root_param.default if root_param.default is not NO_DEFAULT else param.default
+                )
                 node.inputs.append(Input(param.name, "arg", arg=param.name, default=default))
                 continue
             if param.default is not NO_DEFAULT:
@@ -194,7 +203,8 @@ class _Compiler:
             f"  it is not Annotated[..., Resolve(...)], not a call argument of {self.root.name} "
             f"(those are: {args}), not a declared framework value (declared: {values}), "
             "and it has no default.\n"
-            f"  fix: annotate it `{param.name}: Annotated[{type_name(param.bare)}, Resolve(provider)]`, "
+            f"  fix: annotate it "
+            f"`{param.name}: Annotated[{type_name(param.bare)}, Resolve(provider)]`, "
             f"declare its type with container.add_value_type(...), or give it a default"
         )
 
@@ -226,11 +236,16 @@ class _Compiler:
         info, scope = node.provider.info, node.provider.scope
         if scope > Scope.CALL and info.may_ask and info.provides is not NO_DEFAULT:
             returns = info.provides
-            if returns is not Any and returns is not object and not isinstance(returns, typing.TypeVar):
+            if (
+                returns is not Any
+                and returns is not object
+                and not isinstance(returns, typing.TypeVar)
+            ):
                 raise InvalidSignature(
                     f"{node.name} is registered with scope={scope!r} but may return a question; "
                     "only CALL-scoped resolvers may ask.\n"
-                    f"  fix: move the question into a CALL-scoped resolver that depends on {node.name}"
+                    "  fix: move the question into a CALL-scoped resolver that depends on "
+                    f"{node.name}"
                 )
 
     # -- the walk --------------------------------------------------------------------
@@ -238,9 +253,9 @@ class _Compiler:
     def cycle(self, stack: list[tuple[Hashable, int]], child: Hashable) -> InvalidSignature:
         keys = [key for key, _ in stack]
         start = keys.index(child)
-        hops = []
+        hops: list[str] = []
         for key, index in stack[start:]:
-            param = self.nodes[key].edges[index - 1][0].name  # type: ignore[index]
+            param = self.expand(key)[index - 1][0].name
             hops.append(f"{self.nodes[key].name}({param}=...)")
         hops.append(self.nodes[child].name)
         return InvalidSignature(
@@ -309,7 +324,9 @@ class _Compiler:
         def push(key: Hashable) -> None:
             provider = self.nodes[key].provider
             is_thread = provider.info.kind.value == "function" and not provider.inline
-            heapq.heappush(threaded if is_thread and provider.scope is Scope.CALL else other, rank[key])
+            heapq.heappush(
+                threaded if is_thread and provider.scope is Scope.CALL else other, rank[key]
+            )
 
         for key in post:
             if pending[key] == 0:

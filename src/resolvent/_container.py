@@ -1,19 +1,30 @@
 """The container: registry + APP scope, sessions, calls, overrides."""
 
+# Container, Session and Call are one unit and share each other's private state.
+# pyright: reportPrivateUsage=false
+
 from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Generator,
+    Hashable,
+    Iterable,
+    Mapping,
+)
 from types import MappingProxyType
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 import anyio
 
 from ._compiler import Overrides, build_graph
 from ._errors import ResolventError
 from ._executor import Rounds, generate, interpret
-from ._plan import Plan
+from ._plan import Plan, Step
 from ._questions import Asker
 from ._registry import Registry, read, resolver_key
 from ._scopes import LiveScope, Scope, close_resources, settle
@@ -96,25 +107,19 @@ class Container:
         self._invalidate()
         return fn
 
-    @overload
-    def provider(self, fn: F, /) -> F: ...
-    @overload
-    def provider(
-        self, *, scope: Scope = Scope.CALL, provides: Any = None, inline: bool = False
-    ) -> Callable[[F], F]: ...
     def provider(
         self,
-        fn: Any = None,
-        /,
         *,
         scope: Scope = Scope.CALL,
         provides: Any = None,
         inline: bool = False,
-    ) -> Any:
+    ) -> Callable[[F], F]:
         """Decorator form of `provide`: ``@container.provider(scope=Scope.APP)``."""
-        if fn is not None:
+
+        def register(fn: F) -> F:
             return self.provide(fn, scope=scope, provides=provides, inline=inline)
-        return lambda f: self.provide(f, scope=scope, provides=provides, inline=inline)
+
+        return register
 
     def add_value_type(self, tp: type) -> None:
         """Declare a framework value type that calls supply with ``values={tp: obj}``."""
@@ -150,7 +155,9 @@ class Container:
             arguments=graph.arguments,
             value_types=graph.value_types,
             scopes=frozenset(s.scope for s in steps),
-            needs_call=any(s.scope is Scope.CALL and (s.kind.is_resource or s.may_ask) for s in steps),
+            needs_call=any(
+                s.scope is Scope.CALL and (s.kind.is_resource or s.may_ask) for s in steps
+            ),
             generation=self._generation,
             fn_is_async=graph.root.kind is Kind.ASYNC,
             code=source,
@@ -185,7 +192,7 @@ class Container:
         settle(exc, await app.close(exc))
 
     @contextlib.asynccontextmanager
-    async def lifespan(self, server: Any = None) -> AsyncIterator[Container]:
+    async def lifespan(self, server: Any = None) -> AsyncGenerator[Container, None]:
         """The APP scope as a lifespan: ``MCPServer("x", lifespan=container.lifespan)``.
 
         Entries are reference-counted, so several connections may share one APP scope.
@@ -199,7 +206,7 @@ class Container:
         """Compose with your own lifespan: the APP scope opens first and closes last."""
 
         @contextlib.asynccontextmanager
-        async def lifespan(server: Any) -> AsyncIterator[T]:
+        async def lifespan(server: Any) -> AsyncGenerator[T, None]:
             async with self, inner(server) as value:
                 yield value
 
@@ -265,7 +272,7 @@ class Container:
     # -- overrides ----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def override(self, target: Any, replacement: Callable[..., Any]) -> Iterator[None]:
+    def override(self, target: Any, replacement: Callable[..., Any]) -> Generator[None, None, None]:
         """Swap a provider (by function or by provided type) for *replacement*.
 
         Applies to resolutions started inside the block, compiled plans included; nests;
@@ -390,7 +397,7 @@ class Call:
         self.answerer: Callable[[Any, Any], Awaitable[Any]] | None = None
         self.concurrent = container.concurrent if concurrent is None else concurrent
         self.rounds = Rounds(answers, state) if rounds or answers or state else None
-        self.exits: list[Any] = []
+        self.exits: list[tuple[Step, Any]] = []
         self.cache: dict[Hashable, Any] = {}
 
     async def __aenter__(self) -> Call:
@@ -411,7 +418,9 @@ class Call:
         container._check_scopes(plan, self._session)
         return plan
 
-    async def resolve(self, plan: Plan | Callable[..., Any], args: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    async def resolve(
+        self, plan: Plan | Callable[..., Any], args: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Resolve the plan's injected parameters (name -> value) in this call scope.
 
         Raises:
@@ -429,7 +438,9 @@ class Call:
     async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]:
         container = self._container
         if self.rounds is None and not self.concurrent and not self.cache:
-            result: dict[str, Any] = await plan.resolve_fn(args, self.values, self, container._app, self._session, plan.fn)
+            result: dict[str, Any] = await plan.resolve_fn(
+                args, self.values, self, container._app, self._session, plan.fn
+            )
             return result
         return await interpret(
             plan, self, args, self.values, container._app, self._session, concurrent=self.concurrent
@@ -439,8 +450,15 @@ class Call:
         """Resolve *fn*'s dependencies in this call scope and call it."""
         plan = self._prepare(fn)
         container = self._container
-        if self.rounds is None and not self.concurrent and not self.cache and container.call_timeout is None:
-            return await plan.run_fn(kwargs, self.values, self, container._app, self._session, plan.fn)
+        if (
+            self.rounds is None
+            and not self.concurrent
+            and not self.cache
+            and container.call_timeout is None
+        ):
+            return await plan.run_fn(
+                kwargs, self.values, self, container._app, self._session, plan.fn
+            )
         injected = await self.resolve(plan, kwargs)
         result = plan.fn(**kwargs, **injected)
         if inspect.isawaitable(result):

@@ -9,8 +9,8 @@ import functools
 import itertools
 import json
 from collections import deque
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
 import anyio.to_thread
@@ -18,7 +18,7 @@ import anyio.to_thread
 from ._errors import InputRequired, InvalidAnswer, ResolventError
 from ._outcomes import accepted
 from ._plan import Input, Step
-from ._questions import QUESTION_KINDS, Answered, Outcome, QuestionKind, as_outcome
+from ._questions import QUESTION_KINDS, Answered, Asker, Outcome, QuestionKind, as_outcome
 from ._scopes import LiveScope, Scope, enter
 from ._signature import NO_DEFAULT, Kind, type_name
 
@@ -33,14 +33,14 @@ PENDING: Any = object()
 _counter = itertools.count()
 
 
-class CallLike:
+class CallLike(Protocol):
     """What the executor needs of a call scope (implemented by `resolvent.Call`)."""
 
     exits: list[tuple[Step, Any]]
-    cache: dict[Any, Any]
+    cache: dict[Hashable, Any]
     rounds: Rounds | None
-    asker: Any
-    answerer: Any
+    asker: Asker | None
+    answerer: Callable[[Any, Any], Awaitable[Any]] | None
 
 
 class _Pending(Exception):
@@ -51,9 +51,10 @@ class _Pending(Exception):
 
 
 def question_kind(question: Any) -> QuestionKind:
-    kind = QUESTION_KINDS.get(type(question))
+    cls_: type[Any] = type(question)
+    kind = QUESTION_KINDS.get(cls_)
     if kind is None:
-        for cls in type(question).__mro__:
+        for cls in cls_.__mro__:
             if cls in QUESTION_KINDS:
                 return QUESTION_KINDS[cls]
         raise ResolventError(f"{type(question).__name__} is not a known question type")
@@ -96,24 +97,33 @@ class Rounds:
         self.persist: dict[str, dict[str, Any]] = {}
 
     @classmethod
-    def _decode(cls, state: str | None) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    def _decode(cls, state: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+        """Decode untrusted state; anything malformed counts as no progress."""
         if not state or not isinstance(state, str) or len(state) > cls.MAX_STATE:
             return {}, {}
         try:
-            data = json.loads(state)
+            data: Any = json.loads(state)
         except ValueError:
             return {}, {}
-        if not isinstance(data, dict) or data.get("v") != 1:
+        if not isinstance(data, dict) or cast("dict[str, Any]", data).get("v") != 1:
             return {}, {}
-        recorded, asked = data.get("answers"), data.get("asked")
+        recorded: Any = cast("dict[str, Any]", data).get("answers")
+        asked: Any = cast("dict[str, Any]", data).get("asked")
         if not isinstance(recorded, dict) or not isinstance(asked, dict):
             return {}, {}
-        good = {
-            k: v
-            for k, v in recorded.items()
-            if isinstance(k, str) and isinstance(v, dict) and isinstance(v.get("q"), str) and "r" in v
-        }
-        return good, {k: v for k, v in asked.items() if isinstance(k, str) and isinstance(v, str)}
+        good: dict[str, dict[str, Any]] = {}
+        recorded_items: dict[Any, Any] = recorded
+        for key, entry in recorded_items.items():
+            if isinstance(key, str) and isinstance(entry, dict):
+                entry = cast("dict[str, Any]", entry)
+                if isinstance(entry.get("q"), str) and "r" in entry:
+                    good[key] = entry
+        pinned: dict[str, str] = {}
+        asked_items: dict[Any, Any] = asked
+        for key, digest in asked_items.items():
+            if isinstance(key, str) and isinstance(digest, str):
+                pinned[key] = digest
+        return good, pinned
 
     def answer(self, step: Step, question: Any, kind: QuestionKind) -> Outcome:
         key = step.wire_key
@@ -155,9 +165,11 @@ class Rounds:
 # --- errors ---------------------------------------------------------------------------
 
 
-def explain(exc: BaseException, plan: Plan, index: int, args: Mapping[str, Any], values: Mapping[Any, Any]) -> BaseException:
+def explain(
+    exc: BaseException, plan: Plan, index: int, args: Mapping[str, Any], values: Mapping[Any, Any]
+) -> BaseException:
     """Add a note naming the resolver chain; turn a missing argument/value into advice."""
-    if index < 0 or isinstance(exc, anyio.get_cancelled_exc_class()) or isinstance(exc, InputRequired):
+    if index < 0 or isinstance(exc, (anyio.get_cancelled_exc_class(), InputRequired)):
         return exc
     step = plan.steps[index]
     if isinstance(exc, KeyError) and exc.args:
@@ -183,7 +195,9 @@ def explain(exc: BaseException, plan: Plan, index: int, args: Mapping[str, Any],
     return exc
 
 
-def _fail(exc: BaseException, plan: Plan, args: Mapping[str, Any], values: Mapping[Any, Any]) -> BaseException:
+def _fail(
+    exc: BaseException, plan: Plan, args: Mapping[str, Any], values: Mapping[Any, Any]
+) -> BaseException:
     """Map a failure inside generated code to the step that raised it."""
     index = -1
     tb = exc.__traceback__
@@ -206,7 +220,11 @@ def _consume(value: Any, item: Input, consumer: str) -> Any:
 
 
 def _kwargs(
-    inputs: tuple[Input, ...], vals: list[Any], args: Mapping[str, Any], values: Mapping[Any, Any], consumer: str
+    inputs: tuple[Input, ...],
+    vals: list[Any],
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    consumer: str,
 ) -> dict[str, Any] | None:
     kwargs: dict[str, Any] = {}
     for item in inputs:
@@ -253,7 +271,11 @@ async def _run_step(
     if kind is Kind.ASYNC:
         value = await step.fn(**kwargs)
     elif kind is Kind.SYNC:
-        value = step.fn(**kwargs) if step.inline else await anyio.to_thread.run_sync(functools.partial(step.fn, **kwargs))
+        value = (
+            step.fn(**kwargs)
+            if step.inline
+            else await anyio.to_thread.run_sync(functools.partial(step.fn, **kwargs))
+        )
     else:
         value = await enter(call.exits, step, step.fn(**kwargs))
     if step.may_ask and value.__class__ in QUESTION_KINDS:
@@ -357,7 +379,7 @@ def _original(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while stack:
         error = stack.pop()
         if isinstance(error, BaseExceptionGroup):
-            stack.extend(error.exceptions)
+            stack.extend(cast("BaseExceptionGroup[BaseException]", error).exceptions)
         elif not isinstance(error, cancelled):
             leaves.append(error)
     if len(leaves) == 1:
@@ -400,11 +422,15 @@ def _expr(w: _Writer, item: Input, steps: tuple[Step, ...], consumer: str) -> st
     if item.outcome is not None:
         return f"{w.const('C', item.outcome.convert)}(as_outcome({var}))"
     if steps[item.step].may_ask:
-        return f"({var}.unwrap({item.name!r}, {consumer!r}) if {var}.__class__ is Answered else {var})"
+        return (
+            f"({var}.unwrap({item.name!r}, {consumer!r}) if {var}.__class__ is Answered else {var})"
+        )
     return var
 
 
-def _call_args(w: _Writer, step_inputs: tuple[Input, ...], steps: tuple[Step, ...], consumer: str) -> str:
+def _call_args(
+    w: _Writer, step_inputs: tuple[Input, ...], steps: tuple[Step, ...], consumer: str
+) -> str:
     return ", ".join(f"{item.name}={_expr(w, item, steps, consumer)}" for item in step_inputs)
 
 
@@ -459,18 +485,33 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
         first = block[0]
         if first.threaded and first.scope is Scope.CALL:
             inside = {s.index for s in block}
-            needed = sorted({i.step for s in block for i in s.inputs if i.source == "step" and i.step not in inside})
+            needed = sorted(
+                {
+                    i.step
+                    for s in block
+                    for i in s.inputs
+                    if i.source == "step" and i.step not in inside
+                }
+            )
             params = ", ".join([f"v{i}" for i in needed] + ["args", "values"])
             block_defs.append(f"def block{number}({params}):")
             for step in block:
                 fn = w.const("f", step.fn)
-                block_defs.append(f"    v{step.index} = {fn}({_call_args(w, step.inputs, steps, step.name)})")
+                block_defs.append(
+                    f"    v{step.index} = {fn}({_call_args(w, step.inputs, steps, step.name)})"
+                )
             outs = ", ".join(f"v{s.index}" for s in block)
             block_defs.append(f"    return ({outs},)")
             body.append((f"({outs},) = await to_thread(block{number}, {params})", block[-1].index))
             last = block[-1]
             if last.may_ask:
-                body.append((f"if v{last.index}.__class__ in QT: v{last.index} = await ask(call, {w.const('S', last)}, v{last.index})", last.index))
+                body.append(
+                    (
+                        f"if v{last.index}.__class__ in QT: "
+                        f"v{last.index} = await ask(call, {w.const('S', last)}, v{last.index})",
+                        last.index,
+                    )
+                )
             continue
         step = first
         fn = w.const("f", step.fn)
@@ -483,7 +524,9 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
             k = w.const("K", step.key)
             make = f"partial({fn}, {call_args})" if call_args else fn
             body.append((f"{v} = {cache}.get({k}, MISSING)", step.index))
-            body.append((f"if {v} is MISSING: {v} = await {live}.create({s}, {k}, {make})", step.index))
+            body.append(
+                (f"if {v} is MISSING: {v} = await {live}.create({s}, {k}, {make})", step.index)
+            )
             continue
         if step.kind.is_resource:
             body.append((f"{v} = await enter(exits, {s}, {fn}({call_args}))", step.index))
@@ -495,7 +538,9 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
             body.append((f"if {v}.__class__ in QT: {v} = await ask(call, {s}, {v})", step.index))
 
     root_kwargs = ", ".join(f"{i.name}={_expr(w, i, steps, root_name)}" for i in graph.inputs)
-    results = "{" + ", ".join(f"{i.name!r}: {_expr(w, i, steps, root_name)}" for i in graph.inputs) + "}"
+    results = (
+        "{" + ", ".join(f"{i.name!r}: {_expr(w, i, steps, root_name)}" for i in graph.inputs) + "}"
+    )
     call_steps = [s for s in steps if s.scope is Scope.CALL]
 
     for line in block_defs:
@@ -526,5 +571,5 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
             w.emit(f"    return {awaiting}body({spread})")
     code_name = f"<resolvent plan {root_name} #{next(_counter)}>"
     source = "\n".join(w.lines) + "\n"
-    exec(compile(source, code_name, "exec"), ns)  # noqa: S102 - our own generated code
+    exec(compile(source, code_name, "exec"), ns)
     return source, code_name, w.line_steps, ns

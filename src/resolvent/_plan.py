@@ -130,7 +130,9 @@ class Plan:
 
     def _edges(self) -> list[tuple[str, str, str]]:
         edges: list[tuple[str, str, str]] = []
-        consumers: list[tuple[str, tuple[Input, ...]]] = [(f"s{s.index}", s.inputs) for s in self.steps]
+        consumers: list[tuple[str, tuple[Input, ...]]] = [
+            (f"s{s.index}", s.inputs) for s in self.steps
+        ]
         consumers.append(("root", self.inputs))
         for node, inputs in consumers:
             for item in inputs:
@@ -147,14 +149,21 @@ class Plan:
         out = ["flowchart TD"]
         for step in self.steps:
             ask = " ❓" if step.may_ask else ""
-            out.append(f'  s{step.index}["{step.name}<br/>{step.scope.name} · {step.kind.value}{ask}"]:::{step.scope.name.lower()}')
+            out.append(
+                f'  s{step.index}["{step.name}<br/>{step.scope.name} · {step.kind.value}{ask}"]'
+                f":::{step.scope.name.lower()}"
+            )
         out.append(f'  root(["{self.name}"]):::root')
         seen: set[str] = set()
         for source, target, label in self._edges():
             if source not in seen and not source.startswith("s"):
                 seen.add(source)
                 text = source.split("_", 1)[1]
-                shape = f'(["{text} (argument)"])' if source.startswith("arg_") else f'[/"{text} (value)"/]'
+                shape = (
+                    f'(["{text} (argument)"])'
+                    if source.startswith("arg_")
+                    else f'[/"{text} (value)"/]'
+                )
                 out.append(f"  {source}{shape}:::external")
             out.append(f"  {source} -->|{label}| {target}")
         out += [
@@ -169,11 +178,16 @@ class Plan:
     def to_dot(self) -> str:
         """The plan as a Graphviz DOT digraph; scopes are coloured, questions marked."""
         colours = {Scope.APP: "#dbeafe", Scope.SESSION: "#dcfce7", Scope.CALL: "#fef9c3"}
-        out = ["digraph plan {", "  rankdir=TB;", '  node [shape=box, style="rounded,filled", fontname="Helvetica"];']
+        out = [
+            "digraph plan {",
+            "  rankdir=TB;",
+            '  node [shape=box, style="rounded,filled", fontname="Helvetica"];',
+        ]
         for step in self.steps:
             ask = "\\n(may ask)" if step.may_ask else ""
             out.append(
-                f'  s{step.index} [label="{step.name}\\n{step.scope.name} · {step.kind.value}{ask}", '
+                f'  s{step.index} [label="{step.name}\\n{step.scope.name} · '
+                f'{step.kind.value}{ask}", '
                 f'fillcolor="{colours[step.scope]}"];'
             )
         out.append(f'  root [label="{self.name}", shape=oval, fillcolor="#f3f4f6"];')
@@ -183,7 +197,9 @@ class Plan:
                 seen.add(source)
                 text = source.split("_", 1)[1]
                 kind = "argument" if source.startswith("arg_") else "value"
-                out.append(f'  "{source}" [label="{text} ({kind})", shape=note, fillcolor="#ffffff"];')
+                out.append(
+                    f'  "{source}" [label="{text} ({kind})", shape=note, fillcolor="#ffffff"];'
+                )
             out.append(f'  "{source}" -> "{target}" [label="{label}"];')
         out.append("}")
         return "\n".join(out)

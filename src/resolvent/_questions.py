@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -99,6 +99,7 @@ def parse_elicit_answer(schema: type[BaseModel], raw: Any, where: str) -> Outcom
     """Parse an answer shaped like MCP's ``ElicitResult`` (``action`` plus ``content``)."""
     if not isinstance(raw, Mapping):
         raise InvalidAnswer(f"{where} received an answer that is not an elicitation result")
+    raw = cast("Mapping[str, Any]", raw)
     action = raw.get("action")
     if action == "decline":
         return Declined()

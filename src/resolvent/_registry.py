@@ -73,7 +73,7 @@ class Registry:
         inline: bool = False,
     ) -> Provider:
         """Register *fn*; what one function shows is validated now."""
-        if not isinstance(scope, Scope):
+        if not isinstance(scope, Scope):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"scope must be a resolvent.Scope, not {scope!r}")
         info = read(fn)
         provider = Provider(info, scope, inline, registered=True)
@@ -85,7 +85,11 @@ class Registry:
                     offered.remove(old)
         self.by_key[key] = provider
         offered_type = provides if provides is not None else info.provides
-        if offered_type is not NO_DEFAULT and offered_type is not None and offered_type is not inspect.Parameter.empty:
+        if (
+            offered_type is not NO_DEFAULT
+            and offered_type is not None
+            and offered_type is not inspect.Parameter.empty
+        ):
             self.by_type.setdefault(offered_type, []).append(provider)
         return provider
 
@@ -95,7 +99,11 @@ class Registry:
     def implicit(self, fn: Callable[..., Any]) -> Provider:
         """The provider for an unregistered resolver: CALL-scoped, not inline."""
         found = self.get(fn)
-        return found if found is not None else Provider(read(fn), Scope.CALL, inline=False, registered=False)
+        return (
+            found
+            if found is not None
+            else Provider(read(fn), Scope.CALL, inline=False, registered=False)
+        )
 
     def for_type(self, tp: Any) -> list[Provider]:
         return list(self.by_type.get(tp, ()))

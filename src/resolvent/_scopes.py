@@ -68,7 +68,9 @@ class LiveScope:
             if key in self.cache:
                 return self.cache[key]
             if self.closed:
-                raise RuntimeError(f"the {self.scope.name} scope is closed; {step.name} cannot start")
+                raise RuntimeError(
+                    f"the {self.scope.name} scope is closed; {step.name} cannot start"
+                )
             value = await produce(self, step, make)
             self.keepalive.append(step.fn)
             self.cache[key] = value
@@ -95,7 +97,8 @@ async def produce(scope: LiveScope, step: Step, make: Callable[[], Any]) -> Any:
         return await enter(scope.exits, step, make())
     if value.__class__ in QUESTION_KINDS:
         raise ResolventError(
-            f"{step.name} ({step.scope!r}) returned a question; only CALL-scoped resolvers may ask.\n"
+            f"{step.name} ({step.scope!r}) returned a question; "
+            "only CALL-scoped resolvers may ask.\n"
             f"  fix: move the question into a CALL-scoped resolver that depends on {step.name}"
         )
     return value
@@ -112,7 +115,11 @@ async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
     elif kind is Kind.ASYNC_CONTEXT_MANAGER:
         value = await obj.__aenter__()
     elif kind is Kind.GENERATOR:
-        value = _next_or_fail(step, obj) if step.inline else await anyio.to_thread.run_sync(_next_or_fail, step, obj)
+        value = (
+            _next_or_fail(step, obj)
+            if step.inline
+            else await anyio.to_thread.run_sync(_next_or_fail, step, obj)
+        )
     else:
         value = obj.__enter__() if step.inline else await anyio.to_thread.run_sync(obj.__enter__)
     exits.append((step, obj))
@@ -126,7 +133,9 @@ def _next_or_fail(step: Step, gen: Any) -> Any:
         raise RuntimeError(f"{step.name} finished without yielding a value") from None
 
 
-async def close_resources(exits: list[tuple[Step, Any]], exc: BaseException | None) -> list[BaseException]:
+async def close_resources(
+    exits: list[tuple[Step, Any]], exc: BaseException | None
+) -> list[BaseException]:
     """Run every finalizer in reverse order, each to completion even under cancellation."""
     errors: list[BaseException] = []
     with anyio.CancelScope(shield=True):
@@ -134,7 +143,7 @@ async def close_resources(exits: list[tuple[Step, Any]], exc: BaseException | No
             step, obj = exits.pop()
             try:
                 await _finalize(step, obj, exc)
-            except BaseException as error:  # noqa: BLE001 - every finalizer must run
+            except BaseException as error:
                 logger.error("resolvent: teardown of %s failed", step.name, exc_info=error)
                 errors.append(error)
     return errors
@@ -155,7 +164,9 @@ async def _finalize(step: Step, obj: Any, exc: BaseException | None) -> None:
                 return
             raise
         await obj.aclose()
-        raise RuntimeError(f"{step.name} yielded more than once; a provider yields exactly one value")
+        raise RuntimeError(
+            f"{step.name} yielded more than once; a provider yields exactly one value"
+        )
     if kind is Kind.ASYNC_CONTEXT_MANAGER:
         await obj.__aexit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
         return

@@ -127,7 +127,9 @@ def _is_async_callable(fn: Any) -> bool:
     if inspect.iscoroutinefunction(fn):
         return True
     call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
-    return not inspect.isroutine(fn) and not inspect.isclass(fn) and inspect.iscoroutinefunction(call)
+    return (
+        not inspect.isroutine(fn) and not inspect.isclass(fn) and inspect.iscoroutinefunction(call)
+    )
 
 
 def _unwrapped(fn: Any) -> Any:
@@ -162,9 +164,9 @@ def _kind_and_provides(fn: Any, returns: Any) -> tuple[Kind, Any]:
         if inspect.isgeneratorfunction(wrapped):
             return Kind.CONTEXT_MANAGER, _first_arg(returns)
     if not _is_async_callable(fn) and isinstance(origin, type):
-        if issubclass(origin, _ASYNC_CMS):
+        if issubclass(origin, _ASYNC_CMS):  # pyright: ignore[reportGeneralTypeIssues]
             return Kind.ASYNC_CONTEXT_MANAGER, _first_arg(returns)
-        if issubclass(origin, _SYNC_CMS):
+        if issubclass(origin, _SYNC_CMS):  # pyright: ignore[reportGeneralTypeIssues]
             return Kind.CONTEXT_MANAGER, _first_arg(returns)
     if inspect.isclass(fn):
         return Kind.SYNC, fn
@@ -192,7 +194,8 @@ def _may_ask(fn: Any, provides: Any) -> tuple[bool, Any]:
     arms = [m for m in members if _is_question_type(m)]
     if len(arms) > 1:
         raise InvalidSignature(
-            f"{describe_fn(fn)} returns {type_name(provides)}, which has {len(arms)} question arms.\n"
+            f"{describe_fn(fn)} returns {type_name(provides)}, "
+            f"which has {len(arms)} question arms.\n"
             "  a resolver asks at most one question: split it into one resolver per question"
         )
     if not arms:
@@ -220,7 +223,9 @@ def _buried_marker(annotation: Any) -> bool:
     stack = list(get_args(annotation))
     while stack:
         node = stack.pop()
-        if get_origin(node) is Annotated and any(type(m) in RESOLVE_MARKERS for m in node.__metadata__):
+        if get_origin(node) is Annotated and any(
+            type(m) in RESOLVE_MARKERS for m in node.__metadata__
+        ):
             return True
         stack.extend(get_args(node))
     return False
@@ -276,7 +281,8 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
             ) from None
         if marker is None and _buried_marker(annotation):
             raise InvalidSignature(
-                f"parameter {p.name!r} of {name} hides Resolve(...) inside {type_name(annotation)}.\n"
+                f"parameter {p.name!r} of {name} hides Resolve(...) "
+                f"inside {type_name(annotation)}.\n"
                 "  a marker inside a union or Optional is never honoured.\n"
                 f"  fix: annotate it directly, `{p.name}: Annotated[T, Resolve(fn)]`; to receive a "
                 "declined question, use `Annotated[ElicitationResult[T], Resolve(fn)]`"
