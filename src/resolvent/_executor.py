@@ -51,7 +51,7 @@ class _Pending(Exception):
 
 
 def question_kind(question: Any) -> QuestionKind:
-    cls_: type[Any] = type(question)
+    cls_: type[object] = type(cast(object, question))
     kind = QUESTION_KINDS.get(cls_)
     if kind is None:
         for cls in cls_.__mro__:
@@ -102,27 +102,20 @@ class Rounds:
         if not state or not isinstance(state, str) or len(state) > cls.MAX_STATE:
             return {}, {}
         try:
-            data: Any = json.loads(state)
+            data = _as_dict(json.loads(state))
         except ValueError:
             return {}, {}
-        if not isinstance(data, dict) or cast("dict[str, Any]", data).get("v") != 1:
+        if data is None or data.get("v") != 1:
             return {}, {}
-        recorded: Any = cast("dict[str, Any]", data).get("answers")
-        asked: Any = cast("dict[str, Any]", data).get("asked")
-        if not isinstance(recorded, dict) or not isinstance(asked, dict):
+        recorded, asked = _as_dict(data.get("answers")), _as_dict(data.get("asked"))
+        if recorded is None or asked is None:
             return {}, {}
         good: dict[str, dict[str, Any]] = {}
-        recorded_items: dict[Any, Any] = recorded
-        for key, entry in recorded_items.items():
-            if isinstance(key, str) and isinstance(entry, dict):
-                entry = cast("dict[str, Any]", entry)
-                if isinstance(entry.get("q"), str) and "r" in entry:
-                    good[key] = entry
-        pinned: dict[str, str] = {}
-        asked_items: dict[Any, Any] = asked
-        for key, digest in asked_items.items():
-            if isinstance(key, str) and isinstance(digest, str):
-                pinned[key] = digest
+        for key, value in recorded.items():
+            entry = _as_dict(value)
+            if entry is not None and isinstance(entry.get("q"), str) and "r" in entry:
+                good[key] = entry
+        pinned = {key: digest for key, digest in asked.items() if isinstance(digest, str)}
         return good, pinned
 
     def answer(self, step: Step, question: Any, kind: QuestionKind) -> Outcome:
@@ -160,6 +153,16 @@ class Rounds:
     def raise_if_pending(self) -> None:
         if self.pending:
             raise InputRequired(dict(self.pending), self.state())
+
+
+def _as_dict(value: object) -> dict[str, Any] | None:
+    """*value* as a JSON object with string keys, or None."""
+    if not isinstance(value, dict):
+        return None
+    items = cast("dict[object, Any]", value)
+    if not all(isinstance(key, str) for key in items):
+        return None
+    return cast("dict[str, Any]", items)
 
 
 # --- errors ---------------------------------------------------------------------------
