@@ -11,13 +11,14 @@ from collections.abc import (
     AsyncGenerator,
     Awaitable,
     Callable,
+    Coroutine,
     Generator,
     Hashable,
     Iterable,
     Mapping,
 )
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import anyio
 
@@ -73,12 +74,33 @@ class Container:
         self._registry = Registry()
         self._value_types: tuple[type, ...] = tuple(values)
         self._plans: dict[Hashable, Plan] = {}
+        self._ready: dict[Any, Plan] = {}  # fn -> plan that `run` may start directly
         self._overrides = Overrides()
         self._generation = 0
         self._app: LiveScope | None = None
         self._entries = 0
-        self.concurrent = concurrent
-        self.call_timeout = call_timeout
+        self._concurrent = concurrent
+        self._call_timeout = call_timeout
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether calls run independent async branches at the same time."""
+        return self._concurrent
+
+    @concurrent.setter
+    def concurrent(self, value: bool) -> None:
+        self._concurrent = value
+        self._ready.clear()
+
+    @property
+    def call_timeout(self) -> float | None:
+        """Seconds each call's resolution may take (None: no bound)."""
+        return self._call_timeout
+
+    @call_timeout.setter
+    def call_timeout(self, value: float | None) -> None:
+        self._call_timeout = value
+        self._ready.clear()
 
     # -- registration --------------------------------------------------------------------
 
@@ -130,6 +152,7 @@ class Container:
     def _invalidate(self) -> None:
         self._generation += 1
         self._plans.clear()
+        self._ready.clear()
 
     # -- compiling ------------------------------------------------------------------------
 
@@ -189,6 +212,7 @@ class Container:
             return
         app, self._app = self._app, None
         assert app is not None
+        self._ready.clear()  # plans needing APP must be checked again
         settle(exc, await app.close(exc))
 
     @contextlib.asynccontextmanager
@@ -219,25 +243,43 @@ class Container:
 
     # -- running ------------------------------------------------------------------------
 
-    async def run(self, fn: Callable[..., Awaitable[T]] | Callable[..., T], /, **kwargs: Any) -> T:
+    @overload
+    def run(self, fn: Callable[..., Awaitable[T]], /, **kwargs: Any) -> Coroutine[Any, Any, T]: ...
+    @overload
+    def run(self, fn: Callable[..., T], /, **kwargs: Any) -> Coroutine[Any, Any, T]: ...
+    def run(self, fn: Callable[..., Any], /, **kwargs: Any) -> Coroutine[Any, Any, Any]:
         """Resolve *fn*'s dependencies in a fresh CALL scope, call it, tear down.
+
+        ```python
+        result = await container.run(handler, user_id="u1")
+        ```
 
         Raises:
             ResolventError: the container is not open and *fn* needs APP values, or
                 *fn* needs a SESSION value (use `session`).
         """
-        plan = self._plans.get(resolver_key(fn))
-        if plan is None or plan.generation != self._generation:
-            plan = self.compile(fn)
-        app = self._app
-        if len(plan.scopes) > 1 or (plan.scopes and Scope.CALL not in plan.scopes):
-            self._check_scopes(plan, None)
+        try:
+            plan = self._ready.get(fn)
+        except TypeError:  # an unhashable callable object
+            plan = None
+        if plan is not None:
+            # The hot path: a plan with no CALL resources, no questions, no SESSION steps.
+            started: Coroutine[Any, Any, Any] = plan.run_fn(
+                kwargs, EMPTY, None, self._app, None, fn
+            )
+            return started
+        return self._run(fn, kwargs)
+
+    async def _run(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        plan = self.compile(fn)
+        self._check_scopes(plan, None)
         if plan.needs_call or self.concurrent or self.call_timeout is not None:
             async with self.call() as call:
-                result: T = await call.run(plan, **kwargs)
-                return result
-        result = await plan.run_fn(kwargs, EMPTY, None, app, None, fn)
-        return result
+                return await call.run(plan, **kwargs)
+        if Scope.SESSION not in plan.scopes:
+            with contextlib.suppress(TypeError):
+                self._ready[fn] = plan
+        return await plan.run_fn(kwargs, EMPTY, None, self._app, None, fn)
 
     def _check_scopes(self, plan: Plan, session: LiveScope | None) -> None:
         if self._app is None and plan.scopes - {Scope.CALL}:
