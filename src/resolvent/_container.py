@@ -79,6 +79,7 @@ class Container:
         self._generation = 0
         self._app: LiveScope | None = None
         self._entries = 0
+        self._closing: list[Callable[[], Awaitable[None]]] = []
         self._concurrent = concurrent
         self._call_timeout = call_timeout
 
@@ -213,7 +214,28 @@ class Container:
         app, self._app = self._app, None
         assert app is not None
         self._ready.clear()  # plans needing APP must be checked again
-        settle(exc, await app.close(exc))
+        callbacks, self._closing = self._closing, []
+        errors: list[BaseException] = []
+        with anyio.CancelScope(shield=True):
+            for callback in reversed(callbacks):
+                try:
+                    await callback()
+                except Exception as error:
+                    errors.append(error)
+        settle(exc, errors + await app.close(exc))
+
+    def on_close(self, callback: Callable[[], Awaitable[None]]) -> None:
+        """Run *callback* when the open APP scope closes, before its resources close.
+
+        For integrations that keep SESSION scopes of their own (the MCP adapter does):
+        they are closed while the APP values they use still exist.
+
+        Raises:
+            ResolventError: the container is not open.
+        """
+        if self._app is None:
+            raise ResolventError("on_close needs an open container (`async with container:`)")
+        self._closing.append(callback)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, server: Any = None) -> AsyncGenerator[Container, None]:
