@@ -99,8 +99,18 @@ def type_name(tp: Any) -> str:
     """A short readable name for a type in messages."""
     if tp is NO_DEFAULT:
         return "<unannotated>"
-    if isinstance(tp, type) and get_origin(tp) is None:
-        return tp.__qualname__
+    if tp is type(None):
+        return "None"
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is None:
+        return tp.__qualname__ if isinstance(tp, type) else repr(tp).replace("typing.", "")
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_name(arg) for arg in args)
+    if origin is Annotated:
+        metadata = ", ".join(repr(m) for m in tp.__metadata__)
+        return f"Annotated[{type_name(tp.__origin__)}, {metadata}]"
+    if isinstance(origin, type) and args and not any(isinstance(a, list) for a in args):
+        return f"{origin.__qualname__}[{', '.join(type_name(arg) for arg in args)}]"
     return repr(tp).replace("typing.", "")
 
 
