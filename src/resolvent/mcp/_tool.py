@@ -1,0 +1,307 @@
+"""`inject`: turn a function with resolvent dependencies into an MCPServer tool function.
+
+The wrapper shows the SDK only the caller-facing parameters (and a `Context` parameter),
+compiles the dependency graph once, and on every ``tools/call``:
+
+1. picks the SESSION scope (the connection's, a keyed one, or one for this request);
+2. opens a CALL scope with the request's `Context` as a framework value;
+3. answers questions over the negotiated transport: a standalone server-to-client
+   request (protocol <= 2025-11-25), or an ``InputRequiredResult`` round (2026-07-28+);
+4. maps resolvent's errors onto the SDK's (`ToolError`, ``MCPError`` -32021).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+import weakref
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, TypeVar
+
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import is_version_at_least
+from pydantic import ValidationError
+
+from .._container import Container, Session
+from .._errors import InputRequired, InvalidAnswer, InvalidSignature, NotAccepted
+from .._plan import Plan, Step
+from .._questions import Outcome
+from .._scopes import Scope
+from ._sessions import SessionTable, close_entries, connection_of
+from ._wire import parse_result, render, require_capability, result_type
+
+__all__ = ("inject",)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_INPUT_REQUIRED_VERSION = "2026-07-28"
+_DEFAULT_MAX_SESSIONS = 1024
+_DEFAULT_IDLE_TIMEOUT = 3600.0
+_CONTEXT_NAMES = ("ctx", "context", "mcp_context", "resolvent_context")
+
+_tables: weakref.WeakKeyDictionary[Container, SessionTable] = weakref.WeakKeyDictionary()
+_modern: dict[str | None, bool] = {}
+
+
+def _uses_input_required(version: str | None) -> bool:
+    """True when this request's protocol carries questions in ``InputRequiredResult``."""
+    found = _modern.get(version)
+    if found is None:
+        found = version is not None and is_version_at_least(version, _INPUT_REQUIRED_VERSION)
+        if len(_modern) < 64:
+            _modern[version] = found
+    return found
+
+
+def _table(container: Container, max_sessions: int | None, idle: float | None) -> SessionTable:
+    table = _tables.get(container)
+    if table is None:
+        table = _tables[container] = SessionTable(
+            container, _DEFAULT_MAX_SESSIONS, _DEFAULT_IDLE_TIMEOUT
+        )
+    if max_sessions is not None:
+        table.max_sessions = max_sessions
+    if idle is not None:
+        table.idle_timeout = idle
+    return table
+
+
+def inject(
+    container: Container,
+    *,
+    session_key: Callable[[Context[Any, Any]], Hashable] | None = None,
+    max_sessions: int | None = None,
+    session_idle_timeout: float | None = None,
+) -> Callable[[F], F]:
+    """Make *fn*'s resolvent dependencies work as an MCPServer tool.
+
+    ```python
+    @server.tool()
+    @inject(container)
+    async def add_note(text: str, db: Annotated[Db, Resolve(db)], ctx: Context) -> str: ...
+    ```
+
+    The tool advertises only its caller-facing parameters; injected ones are resolved per
+    ``tools/call`` (CALL scope), per MCP session (SESSION scope) or once for the server
+    lifespan (APP scope: pass ``lifespan=container.lifespan`` to `MCPServer`). `Context`
+    reaches the tool and any resolver by type. Questions (`Elicit`, `Sample`, `ListRoots`)
+    are asked over the protocol the session negotiated.
+
+    Args:
+        container: the container holding the providers.
+        session_key: for protocol revisions without sessions (2026-07-28), a function of
+            the `Context` returning a hashable key (an authenticated principal, a
+            header); SESSION values are shared by key. Without it, SESSION values live
+            for one request there.
+        max_sessions: how many SESSION scopes the container keeps at most (default
+            1024); the least recently used idle one is closed first. Applies to the
+            whole container.
+        session_idle_timeout: seconds after which an unused SESSION scope is closed
+            (default one hour). Applies to the whole container.
+
+    Raises:
+        InvalidSignature: the dependency graph cannot be compiled (at decoration).
+    """
+    container.add_value_type(Context)
+    table = _table(container, max_sessions, session_idle_timeout)
+
+    def decorate(fn: F) -> F:
+        return typing.cast(F, _Tool(container, table, session_key, fn).wrapper)
+
+    return decorate
+
+
+class _Tool:
+    """One injected tool: its fixed wire signature and its per-call path."""
+
+    def __init__(
+        self,
+        container: Container,
+        table: SessionTable,
+        session_key: Callable[[Context[Any, Any]], Hashable] | None,
+        fn: Callable[..., Any],
+    ) -> None:
+        self.container = container
+        self.table = table
+        self.session_key = session_key
+        self.fn = fn
+        plan = container.compile(fn)
+        self.plan = plan
+        self._flags(plan)
+        self.ctx_name = _context_name(plan)
+        self.ctx_declared = self.ctx_name in {i.name for i in plan.inputs}
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.wrapper = self._make_wrapper(plan)
+
+    def _flags(self, plan: Plan) -> None:
+        self.plan = plan
+        self.asks = any(step.may_ask for step in plan.steps)
+        self.uses_session = Scope.SESSION in plan.scopes
+
+    def _make_wrapper(self, plan: Plan) -> Callable[..., Awaitable[Any]]:
+        fn = self.fn
+        hints = _hints(fn)
+        original = inspect.signature(fn)
+        params = [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=original.parameters[name].default,
+                annotation=hints.get(name, inspect.Parameter.empty),
+            )
+            for name in plan.arguments
+        ]
+        ctx_annotation = hints.get(self.ctx_name, Context) if self.ctx_declared else Context
+        params.append(
+            inspect.Parameter(
+                self.ctx_name, inspect.Parameter.KEYWORD_ONLY, annotation=ctx_annotation
+            )
+        )
+        returns = hints.get("return", inspect.Signature.empty)
+        run = self.run
+
+        async def wrapper(**kwargs: Any) -> Any:
+            return await run(kwargs)
+
+        annotations: dict[str, Any] = {
+            p.name: p.annotation for p in params if p.annotation is not inspect.Parameter.empty
+        }
+        if returns is not inspect.Signature.empty:
+            annotations["return"] = returns
+        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+            value = getattr(fn, attribute, None)
+            if value is not None:
+                setattr(wrapper, attribute, value)
+        wrapper.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = annotations
+        wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+        return wrapper
+
+    async def run(self, kwargs: dict[str, Any]) -> Any:
+        """One ``tools/call`` (one round of it, on 2026-07-28)."""
+        ctx: Context[Any, Any] = kwargs.pop(self.ctx_name)
+        container = self.container
+        plan = container.compile(self.fn)
+        if plan is not self.plan:
+            self._flags(plan)
+        modern = _uses_input_required(ctx.protocol_version)
+        rounds = modern and self.asks
+        answers: dict[str, Any] | None = None
+        state: str | None = None
+        if rounds:
+            responses = ctx.input_responses
+            if responses:
+                answers = {
+                    key: value.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    for key, value in responses.items()
+                }
+            state = ctx.request_state
+        values = {Context: ctx}
+        try:
+            if not self.uses_session:
+                call = container.call(values=values, rounds=rounds, answers=answers, state=state)
+                return await self._run_call(call, ctx, plan, kwargs, modern)
+            return await self._run_in_session(ctx, plan, kwargs, modern, answers, state)
+        except (NotAccepted, InvalidAnswer) as exc:
+            raise ToolError(str(exc)) from None
+
+    async def _run_in_session(
+        self,
+        ctx: Context[Any, Any],
+        plan: Plan,
+        kwargs: dict[str, Any],
+        modern: bool,
+        answers: dict[str, Any] | None,
+        state: str | None,
+    ) -> Any:
+        values = {Context: ctx}
+        rounds = modern and self.asks
+        key: Hashable | None = None
+        connection = None
+        if modern:
+            if self.session_key is not None:
+                key = ("key", self.session_key(ctx))
+        else:
+            connection = connection_of(ctx)
+            if connection is not None:
+                key = ("connection", id(connection))
+        if key is None:  # no session on this transport: SESSION lives for the request
+            async with Session(self.container) as session:
+                call = session.call(values=values, rounds=rounds, answers=answers, state=state)
+                return await self._run_call(call, ctx, plan, kwargs, modern)
+        entry, victims = self.table.acquire(key, connection)
+        try:
+            if victims:
+                await close_entries(victims)
+            call = entry.session.call(values=values, rounds=rounds, answers=answers, state=state)
+            return await self._run_call(call, ctx, plan, kwargs, modern)
+        finally:
+            self.table.release(entry)
+
+    async def _run_call(
+        self, call: Any, ctx: Context[Any, Any], plan: Plan, kwargs: dict[str, Any], modern: bool
+    ) -> Any:
+        if self.asks and not modern:
+            call.answerer = functools.partial(_ask_over_back_channel, ctx)
+        async with call:
+            try:
+                if self.is_async:
+                    return await call.run(plan, **kwargs)
+                injected = await call.resolve(plan, kwargs)
+            except InputRequired as pending:
+                # Not a failure: this round ends cleanly and its resources close normally.
+                return _input_required(ctx, pending)
+            return await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs, **injected))
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # the core reported this already when compiling
+        raise InvalidSignature(f"cannot read the annotations of {fn!r}: {exc}") from exc
+
+
+def _context_name(plan: Plan) -> str:
+    """The tool's own Context parameter, or a free name for the one the wrapper adds."""
+    for item in plan.inputs:
+        if item.source == "value" and item.value_type is Context:
+            return item.name
+    taken = set(plan.arguments) | {item.name for item in plan.inputs}
+    for name in _CONTEXT_NAMES:
+        if name not in taken:
+            return name
+    raise InvalidSignature(f"{plan.name}: no free parameter name for the MCP Context")
+
+
+async def _ask_over_back_channel(ctx: Context[Any, Any], step: Step, question: Any) -> Outcome:
+    """Ask *question* with a standalone server-to-client request (<= 2025-11-25)."""
+    session = ctx.session
+    if session.can_send_request:
+        require_capability(ctx, question, step.wire_key)
+    try:
+        result = await session.send_request(
+            render(question),
+            result_type(question),
+            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+        )
+    except ValidationError:
+        raise InvalidAnswer(f"{step.name}: the client sent a malformed answer") from None
+    raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    try:
+        return parse_result(question, raw)
+    except InvalidAnswer as exc:
+        raise InvalidAnswer(f"{step.name}: {exc}") from None
+
+
+def _input_required(ctx: Context[Any, Any], pending: InputRequired) -> types.InputRequiredResult:
+    """Batch this round's questions into one ``InputRequiredResult`` (2026-07-28+)."""
+    requests: dict[str, types.InputRequest] = {}
+    for key, question in pending.questions.items():
+        require_capability(ctx, question, key)
+        requests[key] = render(question)
+    return types.InputRequiredResult(input_requests=requests, request_state=pending.state)
