@@ -121,3 +121,11 @@ def test_python_dash_m(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("flowchart TD")
+
+
+def test_inject_wrapped_mcp_tool(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("resolvent.mcp")
+    code, out, err = run(capsys, "graph", "graph_sample_mcp:lookup")
+    assert code == 0, err
+    assert out.startswith("plan for graph_sample_mcp.lookup(city)")
+    assert "framework value Context" in out

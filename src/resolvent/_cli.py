@@ -105,6 +105,9 @@ def _attached_container(fn: Any) -> Container | None:
                 candidates.append(cell.cell_contents)
             except ValueError:  # an empty cell
                 continue
+        # A wrapper may hold a bound method of an object that holds the container.
+        owners = [getattr(value, "__self__", None) for value in candidates]
+        candidates += [v for owner in owners for v in getattr(owner, "__dict__", {}).values()]
         for value in candidates:
             if isinstance(value, Container):
                 return value
