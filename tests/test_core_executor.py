@@ -1,0 +1,186 @@
+"""The executor: worker threads and hops, inline resolvers, exceptions and their notes."""
+
+import threading
+from typing import Annotated
+
+import pytest
+
+from resolvent import Container, Resolve, Scope
+
+
+def sync_diamond(container: Container, idents: dict[str, int]):  # type: ignore[no-untyped-def]
+    def top() -> int:
+        idents["top"] = threading.get_ident()
+        return 1
+
+    def left(t: Annotated[int, Resolve(top)]) -> int:
+        idents["left"] = threading.get_ident()
+        return t + 1
+
+    def right(t: Annotated[int, Resolve(top)]) -> int:
+        idents["right"] = threading.get_ident()
+        return t + 2
+
+    def bottom(a: Annotated[int, Resolve(left)], b: Annotated[int, Resolve(right)]) -> int:
+        idents["bottom"] = threading.get_ident()
+        return a + b
+
+    async def handler(v: Annotated[int, Resolve(bottom)]) -> tuple[int, int]:
+        return v, threading.get_ident()
+
+    return handler
+
+
+async def test_sync_resolvers_run_in_one_worker_thread_hop() -> None:
+    container = Container()
+    idents: dict[str, int] = {}
+    handler = sync_diamond(container, idents)
+    value, loop_thread = await container.run(handler)
+    assert value == 5
+    assert set(idents) == {"top", "left", "right", "bottom"}
+    assert len(set(idents.values())) == 1  # one hop for the whole diamond
+    assert idents["top"] != loop_thread
+    source = container.compile(handler).source()
+    run_part, _, resolve_part = source.partition("async def resolve(")
+    assert "async def run(" in run_part
+    assert run_part.count("await to_thread(") == 1  # one hop in `run` ...
+    assert resolve_part.count("await to_thread(") == 1  # ... and one in `resolve`
+
+
+async def test_sync_resolvers_in_the_interpreter_run_in_worker_threads() -> None:
+    container = Container(concurrent=True)
+    idents: dict[str, int] = {}
+    handler = sync_diamond(container, idents)
+    value, loop_thread = await container.run(handler)
+    assert value == 5
+    assert loop_thread not in idents.values()
+
+
+async def test_inline_sync_resolver_runs_on_the_loop_thread() -> None:
+    container = Container()
+    idents: dict[str, int] = {}
+
+    @container.provider(inline=True)
+    def here() -> int:
+        idents["here"] = threading.get_ident()
+        return 1
+
+    def away() -> int:
+        idents["away"] = threading.get_ident()
+        return 2
+
+    async def handler(a: Annotated[int, Resolve(here)], b: Annotated[int, Resolve(away)]) -> int:
+        idents["loop"] = threading.get_ident()
+        return a + b
+
+    assert await container.run(handler) == 3
+    assert idents["here"] == idents["loop"]
+    assert idents["away"] != idents["loop"]
+
+    idents.clear()
+    async with container.call(concurrent=True) as call:
+        assert await call.run(handler) == 3
+    assert idents["here"] == idents["loop"]
+
+
+async def test_sync_app_provider_runs_in_a_worker_thread() -> None:
+    container = Container()
+    idents: dict[str, int] = {}
+
+    @container.provider(scope=Scope.APP)
+    def heavy() -> int:
+        idents["heavy"] = threading.get_ident()
+        return 1
+
+    async def handler(v: Annotated[int, Resolve(heavy)]) -> int:
+        idents["loop"] = threading.get_ident()
+        return v
+
+    async with container:
+        assert await container.run(handler) == 1
+    assert idents["heavy"] != idents["loop"]
+
+
+class Boom(Exception):
+    pass
+
+
+def failing(container: Container, sync: bool):  # type: ignore[no-untyped-def]
+    error = Boom("original")
+
+    if sync:
+
+        def broken() -> int:
+            raise error
+
+    else:
+
+        async def broken() -> int:
+            raise error
+
+    async def middle(b: Annotated[int, Resolve(broken)]) -> int:
+        return b
+
+    async def handler(m: Annotated[int, Resolve(middle)]) -> int:
+        return m
+
+    return handler, error
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+@pytest.mark.parametrize("concurrent", [False, True], ids=["generated", "interpreted"])
+async def test_resolver_exception_propagates_unchanged_with_a_note(
+    sync: bool, concurrent: bool
+) -> None:
+    container = Container(concurrent=concurrent)
+    handler, error = failing(container, sync)
+    with pytest.raises(Boom) as info:
+        await container.run(handler)
+    assert info.value is error
+    notes = getattr(info.value, "__notes__", [])
+    assert len(notes) == 1
+    note = notes[0]
+    assert "broken" in note
+    assert "middle" in note
+    assert "handler" in note
+    assert note.index("handler") < note.index("middle") < note.rindex("broken")
+
+
+async def test_exception_in_the_body_gets_no_resolver_note() -> None:
+    container = Container()
+    error = Boom("body")
+
+    async def dep() -> int:
+        return 1
+
+    async def handler(d: Annotated[int, Resolve(dep)]) -> int:
+        raise error
+
+    with pytest.raises(Boom) as info:
+        await container.run(handler)
+    assert info.value is error
+    assert not getattr(error, "__notes__", [])
+
+
+async def test_resolver_exception_reaches_generator_teardown() -> None:
+    container = Container()
+    seen: list[BaseException] = []
+    error = Boom("late")
+
+    async def resource():  # type: ignore[no-untyped-def]
+        try:
+            yield 1
+        except Boom as exc:
+            seen.append(exc)
+            raise
+
+    async def broken(r: Annotated[int, Resolve(resource)]) -> int:
+        raise error
+
+    async def handler(b: Annotated[int, Resolve(broken)]) -> int:
+        return b
+
+    with pytest.raises(Boom) as info:
+        await container.run(handler)
+    assert info.value is error
+    assert seen == [error]
