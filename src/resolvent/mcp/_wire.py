@@ -129,7 +129,7 @@ register_question(ListRoots, QuestionKind(digest=_rendered_digest, parse=parse_r
 
 def _to_sdk_outcome(outcome: Outcome) -> Any:
     if isinstance(outcome, Accepted):
-        return AcceptedElicitation[Any].model_construct(data=outcome.data)
+        return AcceptedElicitation.model_construct(data=outcome.data)
     if isinstance(outcome, Declined):
         return DeclinedElicitation()
     assert isinstance(outcome, Cancelled)
