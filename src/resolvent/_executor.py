@@ -551,6 +551,7 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
     for variant in ("run", "resolve"):
         w.emit(f"async def {variant}(args, values, call, app, session, body):")
         w.emit("    try:")
+        opened = len(w.lines)
         if Scope.APP in scopes:
             w.emit("        app_cache = app.cache")
         if Scope.SESSION in scopes:
@@ -564,6 +565,8 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
             w.emit(f"        if call is not None: call.cache.update({{{record}}})")
         if variant == "resolve":
             w.emit(f"        return {results}")
+        if len(w.lines) == opened:  # no steps (a tool that only takes Context): empty try
+            w.emit("        pass")
         w.emit("    except BaseException as exc:")
         w.emit("        error = fail(exc, PLAN[0], args, values)")
         w.emit("        if error is exc: raise")
