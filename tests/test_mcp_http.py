@@ -1,0 +1,125 @@
+"""The adapter over streamable HTTP on 127.0.0.1: sessions, APP lifetime, stateless workers.
+
+Loopback only, every wait bounded by anyio.fail_after, every server stopped by the test.
+"""
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.client import Client
+
+from mcp_helpers import answering, free_port, run_uvicorn, text, wait_listening
+from mcp_http_server import build
+
+pytestmark = pytest.mark.network
+
+SERVER_SCRIPT = Path(__file__).with_name("mcp_http_server.py")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    # uvicorn's server loop runs on asyncio only, so the in-process HTTP server pins this module.
+    return "asyncio"
+
+
+async def wait_for(events: list[str], item: str) -> None:
+    with anyio.fail_after(5):
+        while item not in events:
+            await anyio.sleep(0.02)
+
+
+async def test_stateful_http_sessions_app_and_legacy_elicitation() -> None:
+    events: list[str] = []
+    server = build(events)
+    with anyio.fail_after(30):
+        async with run_uvicorn(server.streamable_http_app()) as url:
+            callback = answering("accept", {"name": "Ada"})
+            async with Client(url, mode="legacy", elicitation_callback=callback) as two:
+                async with Client(url, mode="legacy") as one:
+                    a1 = text(await one.call_tool("whoami", {}))
+                    b1 = text(await two.call_tool("whoami", {}))
+                    assert a1 == text(await one.call_tool("whoami", {}))
+                    assert a1 != b1
+                # Closing the first MCP session tears down its SESSION values only.
+                await wait_for(events, "visitor 1 close")
+                assert "visitor 2 close" not in events
+                greeted = await two.call_tool("greet", {"greeting": "Hi"})
+                assert text(greeted).startswith("Hi Ada")
+                assert callback.asked == ["Your name?"]
+            await wait_for(events, "visitor 2 close")
+            assert "pool close" not in events
+        # The APP scope opened once for every session and closed at shutdown.
+    assert events.count("pool open") == 1
+    assert events[-1] == "pool close"
+
+
+async def test_modern_http_elicitation_rounds() -> None:
+    events: list[str] = []
+    server = build(events)
+    app = server.streamable_http_app(stateless_http=True, json_response=True)
+    with anyio.fail_after(30):
+        async with run_uvicorn(app) as url:
+            callback = answering("accept", {"name": "Ada"})
+            async with Client(url, mode="2026-07-28", elicitation_callback=callback) as c:
+                result = await c.call_tool("greet", {"greeting": "Hello"})
+    assert text(result).startswith("Hello Ada")
+    assert callback.asked == ["Your name?"]
+    assert events.count(f"ask in {os.getpid()}") == 2  # round 1 asks; round 2 runs it again
+
+
+async def test_two_stateless_processes_serve_the_rounds_of_one_call() -> None:
+    key = secrets.token_bytes(32).hex()
+    ports = [free_port(), free_port()]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(SERVER_SCRIPT), str(port), key],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for port in ports
+    ]
+    try:
+        with anyio.fail_after(60):
+            for port in ports:
+                await wait_listening(port)
+            url_a, url_b = (f"http://127.0.0.1:{port}/mcp" for port in ports)
+            args = {"greeting": "Hello"}
+            # Round 1 on worker A.
+            async with Client(
+                url_a, mode="2026-07-28", elicitation_callback=answering("cancel")
+            ) as a:
+                first = await a.session.call_tool("greet", args, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            assert first.input_requests is not None
+            (wire_key,) = first.input_requests
+            # The retry lands on worker B, which kept nothing from round 1.
+            answer = types.ElicitResult(action="accept", content={"name": "Ada"})
+            async with Client(
+                url_b, mode="2026-07-28", elicitation_callback=answering("cancel")
+            ) as b:
+                done = await b.call_tool(
+                    "greet",
+                    args,
+                    input_responses={wire_key: answer},
+                    request_state=first.request_state,
+                )
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert not done.is_error, text(done)
+    assert text(done) == f"Hello Ada (pid {procs[1].pid})"
