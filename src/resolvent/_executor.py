@@ -560,7 +560,7 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
             w.emit("        exits = call.exits")
         for text, index in body:
             w.emit(f"        {text}", index)
-        if variant == "resolve" and call_steps:
+        if call_steps:  # a call scope reused for another plan must not run these again
             record = ", ".join(f"{w.const('K', s.key)}: v{s.index}" for s in call_steps)
             w.emit(f"        if call is not None: call.cache.update({{{record}}})")
         if variant == "resolve":
