@@ -328,3 +328,24 @@ async def test_session_resources_close_at_session_exit_in_reverse_order() -> Non
         "close second",
         "close first",
     ]
+
+
+async def test_call_scope_reused_for_two_runs_memoizes_call_values() -> None:
+    container = Container()
+    runs: list[int] = []
+
+    async def shared() -> int:
+        runs.append(1)
+        return len(runs)
+
+    async def first(v: Annotated[int, Resolve(shared)]) -> int:
+        return v
+
+    async def second(v: Annotated[int, Resolve(shared)]) -> int:
+        return v
+
+    async with container.call() as call:
+        assert await call.run(first) == 1
+        assert await call.run(second) == 1
+        assert await call.resolve(container.compile(first)) == {"v": 1}
+    assert runs == [1]
