@@ -1,0 +1,110 @@
+"""Measurements beside the timing table: import time, plan memory, growth across calls."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from typing import Any
+
+from . import graphs, impls
+
+
+def _wall(code: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return time.perf_counter() - t0
+
+
+def import_time(runs: int) -> dict[str, Any]:
+    """The cost of ``import resolvent`` in a fresh interpreter, two ways.
+
+    ``ms``: wall time of ``python -c "import resolvent"`` minus ``python -c pass``
+    (medians, the two interleaved). ``importtime_ms``: the cumulative time
+    ``python -X importtime`` reports for the ``resolvent`` module (it adds its own
+    overhead per module, so it reads higher). Also checks that mcp is not imported.
+    """
+    code = "import resolvent, sys; sys.exit(3 if 'mcp' in sys.modules else 0)"
+    _wall(code)  # warm the bytecode caches
+    bare: list[float] = []
+    full: list[float] = []
+    for _ in range(runs):
+        bare.append(_wall("pass"))
+        full.append(_wall("import resolvent"))
+    samples: list[float] = []
+    mcp_loaded = False
+    for _ in range(max(3, runs // 2)):
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", code],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        mcp_loaded |= proc.returncode == 3
+        for line in proc.stderr.splitlines():
+            parts = [p.strip() for p in line.removeprefix("import time:").split("|")]
+            if len(parts) == 3 and parts[2] == "resolvent":
+                samples.append(int(parts[1]) / 1000)
+    return {
+        "ms": (statistics.median(full) - statistics.median(bare)) * 1000,
+        "python_startup_ms": statistics.median(bare) * 1000,
+        "importtime_ms": statistics.median(samples) if samples else None,
+        "imports_mcp": mcp_loaded,
+    }
+
+
+async def plan_memory() -> dict[str, Any]:
+    """Bytes allocated (and kept) by compiling the S2 diamond, after a warm-up compile."""
+    warm, warm_handler, _ = impls.resolvent_setup(graphs.diamond())
+    warm.compile(warm_handler)
+    container, handler, _ = impls.resolvent_setup(graphs.diamond())
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        plan = container.compile(handler)
+        gc.collect()
+        after, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return {
+        "bytes": after - before,
+        "peak_bytes": peak - before,
+        "source_lines": plan.source().count("\n"),
+    }
+
+
+async def growth(calls: int) -> dict[str, Any]:
+    """Traced memory before and after *calls* S2 calls through ``container.run``."""
+    async with contextlib.AsyncExitStack() as stack:
+        inst = await impls.resolvent(graphs.diamond(), stack)
+        assert isinstance(inst, impls.Instance)
+        once = inst.once
+        tracemalloc.start()
+        try:
+            for _ in range(1000):
+                await once()
+            gc.collect()
+            before, _ = tracemalloc.get_traced_memory()
+            for _ in range(calls):
+                await once()
+            gc.collect()
+            after, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    delta = after - before
+    return {"calls": calls, "bytes": delta, "bytes_per_call": delta / calls}
+
+
+async def thread_hops() -> dict[str, Any]:
+    """How many worker-thread hops resolvent's S5 thread-mode plan makes per call."""
+    async with contextlib.AsyncExitStack() as stack:
+        inst = await impls.resolvent(graphs.diamond("sync", threaded=True), stack)
+        assert isinstance(inst, impls.Instance)
+        source = inst.info["plan"].source()
+    run = source.split("async def resolve", 1)[0]
+    return {"hops_per_call": run.count("await to_thread("), "plan_source": source}
