@@ -182,5 +182,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "graph":
-        return _graph(args, sys.stdout, sys.stderr)
+        try:
+            return _graph(args, sys.stdout, sys.stderr)
+        except BrokenPipeError:  # piped into `head` or similar: stop quietly
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 0
     parser.error(f"unknown command {args.command!r}")  # pragma: no cover
