@@ -18,7 +18,7 @@ from collections.abc import (
     Mapping,
 )
 from types import MappingProxyType
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 import anyio
 
@@ -28,7 +28,7 @@ from ._executor import Rounds, generate, interpret
 from ._plan import Plan, Step
 from ._questions import Asker
 from ._registry import Registry, read, resolver_key
-from ._scopes import LiveScope, Scope, close_resources, settle
+from ._scopes import Exits, LiveScope, Scope, close_resources, settle
 from ._signature import Kind
 
 __all__ = ("Call", "Container", "Session")
@@ -461,16 +461,23 @@ class Call:
         self.answerer: Callable[[Any, Any], Awaitable[Any]] | None = None
         self.concurrent = container.concurrent if concurrent is None else concurrent
         self.rounds = Rounds(answers, state) if rounds or answers or state else None
-        self.exits: list[tuple[Step, Any]] = []
+        self.exits: list[tuple[Step, Any]] = Exits()
         self.cache: dict[Hashable, Any] = {}
 
     async def __aenter__(self) -> Call:
+        # Branches and deadlines open cancel scopes around resolvers; resources are then
+        # held by tasks of their own so their setup and teardown share a task.
+        holders = self.concurrent or self._container.call_timeout is not None
+        await cast(Exits, self.exits).open(holders=holders)
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self.cache.clear()
-        if self.exits:
-            settle(exc, await close_resources(self.exits, exc))
+        exits = self.exits
+        if isinstance(exits, Exits):
+            await exits.close(exc)
+        elif exits:
+            settle(exc, await close_resources(exits, exc))
 
     async def close(self, exc: BaseException | None = None) -> None:
         """Close this call's resources now (used by integrations)."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from ._errors import ResolventError
@@ -15,9 +17,11 @@ from ._questions import QUESTION_KINDS
 from ._signature import Kind
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
     from ._plan import Step
 
-__all__ = ("LiveScope", "Scope")
+__all__ = ("Exits", "LiveScope", "Scope")
 
 logger = logging.getLogger("resolvent")
 
@@ -104,26 +108,168 @@ async def produce(scope: LiveScope, step: Step, make: Callable[[], Any]) -> Any:
     return value
 
 
+class Exits(list[tuple["Step", Any]]):
+    """A call scope's open resources, closed in reverse order.
+
+    Entered with `open` (``async with call``), the call holds a cancel scope below every
+    resource it sets up, so teardown is shielded by flipping that scope's ``shield``
+    rather than by entering a new scope: a provider's own cancel scope (a task group
+    spanning its ``yield``) is then left at the depth it was entered. A call that runs
+    branches concurrently or under a deadline (which open scopes of their own around
+    resolvers) holds each resource in a task of its own in a task *group* instead, so a
+    resource's setup and teardown always share one task and one scope depth.
+    """
+
+    __slots__ = ("group", "guard")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.group: TaskGroup | None = None
+        self.guard: anyio.CancelScope | None = None
+
+    async def open(self, *, holders: bool) -> None:
+        """Enter the call's scope (with a task group if *holders*), in the caller's task."""
+        if holders:
+            group = anyio.create_task_group()
+            await group.__aenter__()
+            self.group = group
+        else:
+            self.guard = anyio.CancelScope().__enter__()
+
+    async def close(self, exc: BaseException | None) -> None:
+        """Close every resource (see `close_resources`), report errors, leave the scope."""
+        guard = self.guard
+        if guard is not None:
+            guard.shield = True
+        try:
+            settle(exc, await close_resources(self, exc, shield=guard is None))
+        except BaseException as error:
+            await self._leave(error)
+            raise
+        await self._leave(exc)
+
+    async def _leave(self, failing: BaseException | None) -> None:
+        guard, self.guard = self.guard, None
+        if guard is not None:
+            guard.__exit__(None, None, None)
+        group, self.group = self.group, None
+        if group is None:
+            return
+        # Every holder task has finished by now, so this only leaves the group. Its exit
+        # is a checkpoint: a pending cancellation must not replace the exception already
+        # on its way out (cancellation is re-delivered at the next checkpoint anyway).
+        try:
+            await group.__aexit__(None, None, None)
+        except anyio.get_cancelled_exc_class():
+            if failing is None:
+                raise
+
+
+class _Holder:
+    """A task that sets one resource up, holds it open, and tears it down on release."""
+
+    __slots__ = (
+        "error",
+        "exc",
+        "finished",
+        "obj",
+        "opened",
+        "release",
+        "settled",
+        "setup_scope",
+        "step",
+        "value",
+    )
+
+    def __init__(self, step: Step, obj: Any) -> None:
+        self.step = step
+        self.obj = obj
+        self.setup_scope = anyio.CancelScope()
+        self.settled = anyio.Event()
+        self.release = anyio.Event()
+        self.finished = anyio.Event()
+        self.opened = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.exc: BaseException | None = None
+
+    async def run(self) -> None:
+        # One scope around setup, hold and teardown: the provider's own cancel scopes
+        # (a task group spanning its yield) nest inside it and are left at the same depth
+        # they were entered. Cancellable during setup; shielded once the resource is open.
+        try:
+            with self.setup_scope:
+                self.value = await _open(self.step, self.obj)
+                self.opened = True
+                self.setup_scope.shield = True
+                self.settled.set()
+                await self.release.wait()
+                try:
+                    await _finalize(self.step, self.obj, self.exc)
+                except BaseException as error:
+                    self.error = error
+                self.finished.set()
+        except BaseException as error:
+            self.error = error
+        self.settled.set()
+
+    async def close(self, exc: BaseException | None) -> None:
+        self.exc = exc
+        self.release.set()
+        await self.finished.wait()
+        if self.error is not None:
+            raise self.error
+
+
 async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
     """Enter a resource (generator or context manager) and remember how to close it."""
+    group = exits.group if isinstance(exits, Exits) else None
+    if group is None:
+        value = await _open(step, obj)
+        exits.append((step, obj))
+        return value
+    holder = _Holder(step, obj)
+    group.start_soon(holder.run)
+    try:
+        await holder.settled.wait()
+    except BaseException:
+        # Cancelled (a deadline, a failed sibling branch): stop the setup too. If it
+        # finished anyway, the resource is open and is closed with the call.
+        if not holder.opened:
+            holder.setup_scope.cancel()
+        with anyio.CancelScope(shield=True):
+            await holder.settled.wait()
+        if holder.opened:
+            exits.append((step, holder))
+        raise
+    if not holder.opened:
+        error = holder.error
+        if error is None or isinstance(error, anyio.get_cancelled_exc_class()):
+            # The setup was cancelled from outside; let this task see its own cancellation.
+            await anyio.lowlevel.checkpoint()
+            raise RuntimeError(f"the setup of {step.name} was cancelled")
+        raise error
+    exits.append((step, holder))
+    return holder.value
+
+
+async def _open(step: Step, obj: Any) -> Any:
+    """Run a resource's setup and return its value."""
     kind = step.kind
     if kind is Kind.ASYNC_GENERATOR:
         try:
-            value = await obj.__anext__()
+            return await obj.__anext__()
         except StopAsyncIteration:
             raise RuntimeError(f"{step.name} finished without yielding a value") from None
-    elif kind is Kind.ASYNC_CONTEXT_MANAGER:
-        value = await obj.__aenter__()
-    elif kind is Kind.GENERATOR:
-        value = (
+    if kind is Kind.ASYNC_CONTEXT_MANAGER:
+        return await obj.__aenter__()
+    if kind is Kind.GENERATOR:
+        return (
             _next_or_fail(step, obj)
             if step.inline
             else await anyio.to_thread.run_sync(_next_or_fail, step, obj)
         )
-    else:
-        value = obj.__enter__() if step.inline else await anyio.to_thread.run_sync(obj.__enter__)
-    exits.append((step, obj))
-    return value
+    return obj.__enter__() if step.inline else await anyio.to_thread.run_sync(obj.__enter__)
 
 
 def _next_or_fail(step: Step, gen: Any) -> Any:
@@ -134,11 +280,16 @@ def _next_or_fail(step: Step, gen: Any) -> Any:
 
 
 async def close_resources(
-    exits: list[tuple[Step, Any]], exc: BaseException | None
+    exits: list[tuple[Step, Any]], exc: BaseException | None, *, shield: bool = True
 ) -> list[BaseException]:
-    """Run every finalizer in reverse order, each to completion even under cancellation."""
+    """Run every finalizer in reverse order, each to completion even under cancellation.
+
+    With *shield* false the caller has already shielded the scope the resources were
+    set up in.
+    """
     errors: list[BaseException] = []
-    with anyio.CancelScope(shield=True):
+    # No new scope unless asked: a provider's own scopes must be left where entered.
+    with anyio.CancelScope(shield=True) if shield else contextlib.nullcontext():
         while exits:
             step, obj = exits.pop()
             try:
@@ -150,30 +301,46 @@ async def close_resources(
 
 
 async def _finalize(step: Step, obj: Any, exc: BaseException | None) -> None:
-    kind = step.kind
-    if kind is Kind.ASYNC_GENERATOR:
-        try:
-            if exc is None:
-                await obj.__anext__()
-            else:
-                await obj.athrow(exc)
-        except StopAsyncIteration:
-            return
-        except BaseException as error:
-            if error is exc:
-                return
-            raise
-        await obj.aclose()
-        raise RuntimeError(
-            f"{step.name} yielded more than once; a provider yields exactly one value"
-        )
-    if kind is Kind.ASYNC_CONTEXT_MANAGER:
-        await obj.__aexit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+    """Tear one resource down; the scope's own exception *exc* coming back is no error."""
+    if isinstance(obj, _Holder):
+        await obj.close(exc)
         return
-    if step.inline:
-        _finalize_sync(step, obj, exc)
-    else:
-        await anyio.to_thread.run_sync(_finalize_sync, step, obj, exc)
+    try:
+        kind = step.kind
+        if kind is Kind.ASYNC_GENERATOR:
+            await _finalize_async_generator(step, obj, exc)
+        elif kind is Kind.ASYNC_CONTEXT_MANAGER:
+            await obj.__aexit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+        elif step.inline:
+            _finalize_sync(step, obj, exc)
+        else:
+            await anyio.to_thread.run_sync(_finalize_sync, step, obj, exc)
+    except BaseException as error:
+        if exc is not None and _only(error, exc):
+            return
+        raise
+
+
+def _only(error: BaseException, exc: BaseException) -> bool:
+    """True if *error* is *exc* itself, or a group (a task group's) holding only *exc*."""
+    if error is exc:
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        group = cast("BaseExceptionGroup[BaseException]", error)
+        return all(_only(inner, exc) for inner in group.exceptions)
+    return False
+
+
+async def _finalize_async_generator(step: Step, obj: Any, exc: BaseException | None) -> None:
+    try:
+        if exc is None:
+            await obj.__anext__()
+        else:
+            await obj.athrow(exc)
+    except StopAsyncIteration:
+        return
+    await obj.aclose()
+    raise RuntimeError(f"{step.name} yielded more than once; a provider yields exactly one value")
 
 
 def _finalize_sync(step: Step, obj: Any, exc: BaseException | None) -> None:
@@ -187,10 +354,6 @@ def _finalize_sync(step: Step, obj: Any, exc: BaseException | None) -> None:
             obj.throw(exc)
     except StopIteration:
         return
-    except BaseException as error:
-        if error is exc:
-            return
-        raise
     obj.close()
     raise RuntimeError(f"{step.name} yielded more than once; a provider yields exactly one value")
 
