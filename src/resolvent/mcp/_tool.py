@@ -10,6 +10,10 @@ compiles the dependency graph once, and on every ``tools/call``:
 4. maps resolvent's errors onto the SDK's (`ToolError`, ``MCPError`` -32021).
 """
 
+# The adapter is part of resolvent: its hot path starts a compiled plan directly, as
+# Container.run does, which needs the container's private APP scope.
+# pyright: reportPrivateUsage=false
+
 from __future__ import annotations
 
 import functools
@@ -130,18 +134,20 @@ class _Tool:
         self.table = table
         self.session_key = session_key
         self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn)
         plan = container.compile(fn)
         self.plan = plan
         self._flags(plan)
         self.ctx_name = _context_name(plan)
         self.ctx_declared = self.ctx_name in {i.name for i in plan.inputs}
-        self.is_async = inspect.iscoroutinefunction(fn)
         self.wrapper = self._make_wrapper(plan)
 
     def _flags(self, plan: Plan) -> None:
         self.plan = plan
         self.asks = any(step.may_ask for step in plan.steps)
         self.uses_session = Scope.SESSION in plan.scopes
+        self.needs_app = bool(plan.scopes - {Scope.CALL})
+        self.direct = self.is_async and not plan.needs_call and not self.uses_session
 
     def _make_wrapper(self, plan: Plan) -> Callable[..., Awaitable[Any]]:
         fn = self.fn
@@ -189,6 +195,11 @@ class _Tool:
         plan = container.compile(self.fn)
         if plan is not self.plan:
             self._flags(plan)
+        if self.direct and not container.concurrent and container.call_timeout is None:
+            # No questions, no CALL resources, no SESSION values: no scope object needed.
+            if self.needs_app:
+                container._check_scopes(plan, None)
+            return await plan.run_fn(kwargs, {Context: ctx}, None, container._app, None, self.fn)
         modern = _uses_input_required(ctx.protocol_version)
         rounds = modern and self.asks
         answers: dict[str, Any] | None = None

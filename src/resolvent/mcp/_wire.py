@@ -13,7 +13,7 @@ Everything here renders or checks one question; transports live in `_tool`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from mcp.server.elicitation import (
@@ -129,7 +129,9 @@ register_question(ListRoots, QuestionKind(digest=_rendered_digest, parse=parse_r
 
 def _to_sdk_outcome(outcome: Outcome) -> Any:
     if isinstance(outcome, Accepted):
-        return AcceptedElicitation.model_construct(data=outcome.data)
+        # The bare class, as the SDK's own resolvers build it for an answered question.
+        sdk_accepted = cast(type[AcceptedElicitation[Any]], AcceptedElicitation)
+        return sdk_accepted.model_construct(data=outcome.data)
     if isinstance(outcome, Declined):
         return DeclinedElicitation()
     assert isinstance(outcome, Cancelled)
