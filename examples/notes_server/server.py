@@ -1,0 +1,111 @@
+"""A small notes server: resolvent scopes mapped onto MCP.
+
+- APP: one embedded SQLite database (stdlib ``sqlite3``), opened lazily on first use and
+  closed when the server shuts down.
+- SESSION: a writer identity, one per MCP session (per connection on stdio and stateful
+  HTTP; per request for 2026-07-28 clients, which have no sessions).
+- CALL: a transaction per ``tools/call`` (committed on success, rolled back on error), and a
+  confirmation question asked before anything is deleted.
+"""
+
+import itertools
+import sqlite3
+from collections.abc import Iterator
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
+
+from resolvent import Accepted, Container, Elicit, ElicitationResult, Resolve, Scope
+from resolvent.mcp import inject
+
+container = Container()
+server = MCPServer("notes", lifespan=container.lifespan)
+_writers = itertools.count(1)
+
+
+class Note(BaseModel):
+    """One stored note."""
+
+    id: int
+    text: str
+    author: str
+
+
+class Confirm(BaseModel):
+    """The answer to a confirmation question."""
+
+    confirm: bool = Field(description="Really do it?")
+
+
+@container.provider(scope=Scope.APP, inline=True)
+def database() -> Iterator[sqlite3.Connection]:
+    """The embedded database: one connection for the server's lifetime."""
+    db = sqlite3.connect(":memory:", check_same_thread=False)
+    db.execute("create table notes (id integer primary key, text text, author text)")
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+@container.provider(scope=Scope.SESSION, inline=True)
+def writer() -> str:
+    """Who is writing: a fresh identity per MCP session."""
+    return f"writer-{next(_writers)}"
+
+
+@container.provider(inline=True)
+def transaction(
+    db: Annotated[sqlite3.Connection, Resolve(database)],
+) -> Iterator[sqlite3.Connection]:
+    """One transaction per call: commit when the tool succeeds, roll back when it fails."""
+    try:
+        yield db
+    except BaseException:
+        db.rollback()
+        raise
+    db.commit()
+
+
+async def confirm_delete(note_id: int, ctx: Context) -> Elicit[Confirm]:
+    """Ask the user before deleting (over whichever protocol the client speaks)."""
+    await ctx.info(f"asking to confirm deleting note {note_id}")
+    return Elicit(f"Delete note {note_id}?", Confirm)
+
+
+@server.tool()
+@inject(container)
+async def add_note(
+    text: Annotated[str, Field(description="What to remember")],
+    tx: Annotated[sqlite3.Connection, Resolve(transaction)],
+    author: Annotated[str, Resolve(writer)],
+) -> Note:
+    """Store a note and return it."""
+    cursor = tx.execute("insert into notes (text, author) values (?, ?)", (text, author))
+    assert cursor.lastrowid is not None
+    return Note(id=cursor.lastrowid, text=text, author=author)
+
+
+@server.tool()
+@inject(container)
+async def list_notes(db: Annotated[sqlite3.Connection, Resolve(database)]) -> list[Note]:
+    """Every stored note, oldest first."""
+    rows = db.execute("select id, text, author from notes order by id").fetchall()
+    return [Note(id=i, text=t, author=a) for i, t, a in rows]
+
+
+@server.tool()
+@inject(container)
+async def delete_note(
+    note_id: int,
+    answer: Annotated[ElicitationResult[Confirm], Resolve(confirm_delete)],
+    tx: Annotated[sqlite3.Connection, Resolve(transaction)],
+) -> str:
+    """Delete a note after the user confirms."""
+    if not isinstance(answer, Accepted) or not answer.data.confirm:
+        return f"kept note {note_id}"
+    if tx.execute("delete from notes where id = ?", (note_id,)).rowcount == 0:
+        raise ToolError(f"there is no note {note_id}")
+    return f"deleted note {note_id}"
