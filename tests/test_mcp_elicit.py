@@ -85,7 +85,19 @@ def build() -> tuple[MCPServer, list[str]]:
     async def save(ok: Annotated[Confirm, Resolve(confirm)]) -> str:
         return f"saved={ok.ok}"
 
+    @server.tool()
+    @inject(container)
+    async def versioned(name: Annotated[Name, Resolve(ask_versioned)]) -> str:
+        return name.name
+
     return server, events
+
+
+WORDING = ["Your name (v1)?"]
+
+
+async def ask_versioned() -> Elicit[Name]:
+    return Elicit(WORDING[0], Name)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -299,3 +311,39 @@ async def test_sampling_without_capability(mode: str) -> None:
             await c.call_tool("poem", {"topic": "rain"})
     assert caught.value.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
     assert caught.value.data == {"requiredCapabilities": {"sampling": {}}}
+
+
+async def test_modern_accepts_an_answer_only_for_the_question_as_asked() -> None:
+    server, _ = build()
+    WORDING[0] = "Your name (v1)?"
+    async with client(server, "2026-07-28", elicitation_callback=answering("cancel")) as c:
+        first = await c.session.call_tool("versioned", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.input_requests is not None
+        (key,) = first.input_requests
+        answer: dict[str, types.InputResponse] = {
+            key: types.ElicitResult(action="accept", content={"name": "Ada"})
+        }
+        # The question changed between rounds (say, a redeploy): the old answer is not used.
+        WORDING[0] = "Your name (v2)?"
+        second = await c.session.call_tool(
+            "versioned",
+            {},
+            input_responses=answer,
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(second, types.InputRequiredResult)
+        assert second.input_requests is not None
+        request = second.input_requests[key]
+        assert isinstance(request, types.ElicitRequest)
+        assert request.params.message == "Your name (v2)?"
+        done = await c.session.call_tool(
+            "versioned",
+            {},
+            input_responses=answer,
+            request_state=second.request_state,
+            allow_input_required=True,
+        )
+    assert isinstance(done, types.CallToolResult)
+    assert text(done) == "Ada"

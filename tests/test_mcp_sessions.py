@@ -1,6 +1,8 @@
 """SESSION and APP scopes mapped onto MCP connections, keys and the server lifespan."""
 
+import contextlib
 import itertools
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 import anyio
@@ -143,3 +145,32 @@ async def test_tools_without_session_values_touch_no_session(mode: str) -> None:
         from resolvent.mcp._tool import _tables
 
         assert not _tables[container].entries
+
+
+async def test_app_scope_composes_with_a_user_lifespan() -> None:
+    events: list[str] = []
+    container = Container()
+
+    @contextlib.asynccontextmanager
+    async def own_lifespan(server: MCPServer) -> AsyncIterator[dict[str, str]]:
+        events.append("own enter")
+        yield {"greeting": "hi"}
+        events.append("own exit")
+
+    @container.provider(scope=Scope.APP)
+    async def pool():
+        events.append("pool open")
+        yield "pool"
+        events.append("pool close")
+
+    server = MCPServer("composed", lifespan=container.wrap_lifespan(own_lifespan))
+
+    @server.tool()
+    @inject(container)
+    async def hello(p: Annotated[str, Resolve(pool)], ctx: Context) -> str:
+        return f"{ctx.request_context.lifespan_context['greeting']} from {p}"
+
+    async with client(server, "legacy") as c:
+        assert text(await c.call_tool("hello", {})) == "hi from pool"
+        assert text(await c.call_tool("hello", {})) == "hi from pool"
+    assert events == ["own enter", "pool open", "own exit", "pool close"]
