@@ -482,7 +482,7 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
     call_resources = any(s.kind.is_resource and s.scope is Scope.CALL for s in steps)
 
     # Worker-thread blocks become plain functions that run in one hop.
-    block_defs: list[str] = []
+    block_defs: list[tuple[str, int]] = []
     body: list[tuple[str, int]] = []
     for number, block in enumerate(_blocks(steps)):
         first = block[0]
@@ -497,14 +497,13 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
                 }
             )
             params = ", ".join([f"v{i}" for i in needed] + ["args", "values"])
-            block_defs.append(f"def block{number}({params}):")
+            block_defs.append((f"def block{number}({params}):", -1))
             for step in block:
                 fn = w.const("f", step.fn)
-                block_defs.append(
-                    f"    v{step.index} = {fn}({_call_args(w, step.inputs, steps, step.name)})"
-                )
+                text = f"    v{step.index} = {fn}({_call_args(w, step.inputs, steps, step.name)})"
+                block_defs.append((text, step.index))
             outs = ", ".join(f"v{s.index}" for s in block)
-            block_defs.append(f"    return ({outs},)")
+            block_defs.append((f"    return ({outs},)", -1))
             body.append((f"({outs},) = await to_thread(block{number}, {params})", block[-1].index))
             last = block[-1]
             if last.may_ask:
@@ -546,8 +545,8 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
     )
     call_steps = [s for s in steps if s.scope is Scope.CALL]
 
-    for line in block_defs:
-        w.emit(line)
+    for line, index in block_defs:  # map a failure inside a block to its own step
+        w.emit(line, index)
     for variant in ("run", "resolve"):
         w.emit(f"async def {variant}(args, values, call, app, session, body):")
         w.emit("    try:")
