@@ -86,10 +86,9 @@ class Plan:
 
     def path_to(self, index: int) -> str:
         """How the plan reaches step *index*: ``root.param -> resolver.param -> ...``."""
-        hops: list[str] = []
+        hops: list[str] = [self.steps[index].name]
         while index >= 0 and len(hops) < 12:
             step = self.steps[index]
-            hops.append(step.name)
             parent = self.steps[step.parent].name if step.parent >= 0 else self.name
             hops.append(f"{parent}({step.param}=...)")
             index = step.parent
