@@ -184,3 +184,55 @@ async def test_resolver_exception_reaches_generator_teardown() -> None:
         await container.run(handler)
     assert info.value is error
     assert seen == [error]
+
+
+def sync_chain(error: BaseException):  # type: ignore[no-untyped-def]
+    def first() -> int:
+        raise error
+
+    def second(a: Annotated[int, Resolve(first)]) -> int:
+        return a
+
+    def third(b: Annotated[int, Resolve(second)]) -> int:
+        return b
+
+    async def handler(c: Annotated[int, Resolve(third)]) -> int:
+        return c
+
+    return handler
+
+
+@pytest.mark.parametrize("concurrent", [False, True], ids=["generated", "interpreted"])
+async def test_note_names_the_failing_resolver_inside_a_thread_hop(concurrent: bool) -> None:
+    error = Boom("first fails")
+    handler = sync_chain(error)
+    container = Container(concurrent=concurrent)
+    with pytest.raises(Boom) as info:
+        await container.run(handler)
+    assert info.value is error
+    prefix = "test_core_executor.sync_chain.<locals>."
+    assert [note.replace(prefix, "") for note in error.__notes__] == [
+        "resolvent: raised by first (CALL) resolving "
+        "handler(c=...) -> third(b=...) -> second(a=...) -> first"
+    ]
+
+
+@pytest.mark.parametrize("concurrent", [False, True], ids=["generated", "interpreted"])
+async def test_missing_argument_inside_a_thread_hop_is_explained(concurrent: bool) -> None:
+    from resolvent import ResolventError
+
+    def needs(user_id: str) -> str:
+        return user_id
+
+    def after(u: Annotated[str, Resolve(needs)]) -> str:
+        return u
+
+    async def handler(user_id: str, a: Annotated[str, Resolve(after)]) -> str:
+        return a
+
+    with pytest.raises(ResolventError) as info:
+        await Container(concurrent=concurrent).run(handler)
+    message = str(info.value)
+    assert "call argument 'user_id' needed by" in message
+    assert "needs was not given" in message
+    assert "fix: pass user_id=..." in message
