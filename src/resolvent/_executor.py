@@ -19,7 +19,7 @@ from ._errors import InputRequired, InvalidAnswer, ResolventError
 from ._outcomes import accepted
 from ._plan import Input, Step
 from ._questions import QUESTION_KINDS, Answered, Asker, Outcome, QuestionKind, as_outcome
-from ._scopes import LiveScope, Scope, enter
+from ._scopes import Exits, LiveScope, Scope, enter
 from ._signature import NO_DEFAULT, Kind, type_name
 
 if TYPE_CHECKING:
@@ -329,10 +329,13 @@ async def _run_concurrently(
     app: LiveScope | None,
     session: LiveScope | None,
 ) -> None:
-    """Run independent branches at once; resources are entered by the calling task.
+    """Run independent branches at once; a step starts when its inputs are ready.
 
-    Generators and context managers are set up and torn down in the task that owns
-    the call scope, so a provider whose task group spans its ``yield`` works.
+    A call opened with ``async with`` holds each resource in a task of its own (see
+    `Exits`), so resources set up in a branch are torn down in the task that set them
+    up; they are then branches like any other. Otherwise resources are entered by the
+    calling task, one at a time. If a step fails, the others are cancelled and the
+    first failure is raised as itself (later ones are attached as notes).
     """
     steps = plan.steps
     waiting = [len({i.step for i in s.inputs if i.source == "step"}) for s in steps]
@@ -342,12 +345,18 @@ async def _run_concurrently(
             dependents[dep].append(step.index)
     send, receive = anyio.create_memory_object_stream[int](len(steps))
     ready = deque(s.index for s in steps if waiting[s.index] == 0)
+    exits = call.exits
+    held = isinstance(exits, Exits) and exits.group is not None
+    cancelled = anyio.get_cancelled_exc_class()
+    failures: list[BaseException] = []
 
     async def run(index: int) -> None:
         try:
             vals[index] = await _run_step(steps[index], vals, call, args, values, app, session)
         except BaseException as exc:
             error = explain(exc, plan, index, args, values)
+            if not isinstance(error, cancelled):
+                failures.append(error)
             if error is exc:
                 raise
             raise error from exc
@@ -359,11 +368,10 @@ async def _run_concurrently(
             while done < len(steps):
                 while ready:
                     index = ready.popleft()
-                    step = steps[index]
-                    if step.kind.is_resource:
-                        await run(index)
-                    else:
+                    if held or not steps[index].kind.is_resource:
                         group.start_soon(run, index)
+                    else:
+                        await run(index)
                 finished = await receive.receive()
                 done += 1
                 for dependent in dependents[finished]:
@@ -371,11 +379,14 @@ async def _run_concurrently(
                     if waiting[dependent] == 0:
                         ready.append(dependent)
     except BaseExceptionGroup as group_error:
-        raise _original(group_error) from None
+        raise _original(group_error, failures) from None
 
 
-def _original(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one real error inside a task group's exception group, if there is one."""
+def _original(
+    group: BaseExceptionGroup[BaseException], failures: list[BaseException] | None = None
+) -> BaseException:
+    """The real error inside a task group's exception group: the first of *failures*
+    (in the order they happened) if it is there, else the only one; else the group."""
     cancelled = anyio.get_cancelled_exc_class()
     leaves: list[BaseException] = []
     stack: list[BaseException] = [group]
@@ -385,9 +396,13 @@ def _original(group: BaseExceptionGroup[BaseException]) -> BaseException:
             stack.extend(cast("BaseExceptionGroup[BaseException]", error).exceptions)
         elif not isinstance(error, cancelled):
             leaves.append(error)
-    if len(leaves) == 1:
-        return leaves[0]
-    return group
+    if not leaves:
+        return group  # only cancellations: let the cancelling scope catch them
+    first = next((f for f in failures or () if any(f is leaf for leaf in leaves)), leaves[-1])
+    for leaf in leaves:
+        if leaf is not first:
+            first.add_note(f"resolvent: another branch failed at the same time: {leaf!r}")
+    return first
 
 
 # --- code generation ------------------------------------------------------------------
