@@ -352,11 +352,16 @@ class Container:
         overrides = self._overrides
         saved_key = dict(overrides.by_key)
         saved_type = dict(overrides.by_type)
-        if isinstance(target, type) and resolver_key(target) not in self._registry.by_key:
-            overrides.by_type[target] = replacement
-        else:
+        registry = self._registry
+        if not isinstance(target, type) or resolver_key(target) in registry.by_key:
             overrides.by_key[resolver_key(target)] = replacement
-            if isinstance(target, type):
+        if isinstance(target, type):
+            offered = registry.for_type(target)
+            if len(offered) == 1:
+                # Replace the one provider of the type, so the replacement inherits its
+                # scope (and `Resolve(provider)` consumers see the replacement too).
+                overrides.by_key[resolver_key(offered[0].fn)] = replacement
+            else:
                 overrides.by_type[target] = replacement
         overrides.epoch += 1
         self._invalidate()
