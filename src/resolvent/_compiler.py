@@ -148,12 +148,13 @@ class _Compiler:
                 f"{type_name(tp)}, or `provides={type_name(tp)}`), or name it: Resolve(fn)"
             )
         names = ", ".join(p.info.name for p in offered)
+        first = getattr(offered[0].fn, "__name__", offered[0].info.name)  # partials have none
         raise InvalidSignature(
             f"{where} asks for Resolve() by type {type_name(tp)}, which {len(offered)} providers "
             f"offer: {names}.\n"
             f"  path: {self.path(consumer, param.name)}\n"
             f"  fix: name the one you mean: "
-            f"Annotated[{type_name(tp)}, Resolve({offered[0].info.fn.__name__})]"
+            f"Annotated[{type_name(tp)}, Resolve({first})]"
         )
 
     def _name(self, key: Hashable | None) -> str:
