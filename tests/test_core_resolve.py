@@ -4,6 +4,7 @@ No ``from __future__ import annotations`` here: resolvers are local functions, a
 string annotations could not see them.
 """
 
+import functools
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Annotated
@@ -327,3 +328,25 @@ async def test_sync_root_function_is_called() -> None:
         return d + 1
 
     assert await container.run(handler) == 5
+
+
+def test_ambiguity_between_providers_without_a_name_is_still_explained() -> None:
+    container = Container()
+
+    def make(label: str = "x") -> Settings:
+        return Settings(label)
+
+    class Factory:
+        def __call__(self) -> Settings:
+            return Settings("factory")
+
+    container.provide(functools.partial(make, label="p"), provides=Settings)
+    container.provide(Factory())
+
+    async def handler(s: Annotated[Settings, Resolve()]) -> str:
+        return s.dsn
+
+    with pytest.raises(InvalidSignature) as info:
+        container.compile(handler)
+    assert "partial(" in str(info.value)
+    assert "Factory" in str(info.value)
