@@ -22,8 +22,8 @@ def run_example(name: str) -> str:
     return proc.stdout
 
 
-def test_demo() -> None:
-    out = run_example("demo.py")
+def test_core_demo() -> None:
+    out = run_example("core_demo.py")
     # The plan, described.
     assert "plan for book_table(guests): 5 step(s)" in out
     assert "news <- step 3 (newsletter) as outcome" in out

@@ -1,9 +1,9 @@
 """resolvent in one screen: scopes, a resource with teardown, and questions for the user.
 
-Run it with ``python3 dev.py demo`` (or ``python examples/demo.py``). It books a table
-twice: once where the user confirms and declines the newsletter, once where the user
-declines the booking itself. Questions are answered by a scripted asker, so the demo
-needs no terminal input and finishes at once.
+Run it with ``python examples/core_demo.py``. It books a table twice: once where the
+user confirms and declines the newsletter, once where the user declines the booking
+itself. Questions are answered by a scripted asker, so the demo needs no terminal input
+and finishes at once. (``python3 dev.py demo`` runs the MCP demo, ``examples/demo.py``.)
 """
 
 from __future__ import annotations
