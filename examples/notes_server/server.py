@@ -6,9 +6,14 @@
   HTTP; per request for 2026-07-28 clients, which have no sessions).
 - CALL: a transaction per ``tools/call`` (committed on success, rolled back on error), and a
   confirmation question asked before anything is deleted.
+
+`create_server` builds a fresh server and container; the module-level ``server`` is one of
+them. Each scope logs its lifecycle at DEBUG level on this module's logger (the demo,
+``examples/demo.py``, prints those lines).
 """
 
 import itertools
+import logging
 import sqlite3
 from collections.abc import Iterator
 from typing import Annotated
@@ -20,9 +25,12 @@ from pydantic import BaseModel, Field
 from resolvent import Accepted, Container, Elicit, ElicitationResult, Resolve, Scope
 from resolvent.mcp import inject
 
-container = Container()
-server = MCPServer("notes", lifespan=container.lifespan)
+logger = logging.getLogger(__name__)
 _writers = itertools.count(1)
+
+
+def _log(scope: str, message: str) -> None:
+    logger.debug(message, extra={"scope": scope})
 
 
 class Note(BaseModel):
@@ -39,34 +47,41 @@ class Confirm(BaseModel):
     confirm: bool = Field(description="Really do it?")
 
 
-@container.provider(scope=Scope.APP, inline=True)
 def database() -> Iterator[sqlite3.Connection]:
     """The embedded database: one connection for the server's lifetime."""
     db = sqlite3.connect(":memory:", check_same_thread=False)
     db.execute("create table notes (id integer primary key, text text, author text)")
+    _log("APP", "database opened (sqlite, in memory)")
     try:
         yield db
     finally:
         db.close()
+        _log("APP", "database closed")
 
 
-@container.provider(scope=Scope.SESSION, inline=True)
-def writer() -> str:
+def writer() -> Iterator[str]:
     """Who is writing: a fresh identity per MCP session."""
-    return f"writer-{next(_writers)}"
+    name = f"writer-{next(_writers)}"
+    _log("SESSION", f"{name} signed in")
+    try:
+        yield name
+    finally:
+        _log("SESSION", f"{name} signed out")
 
 
-@container.provider(inline=True)
 def transaction(
     db: Annotated[sqlite3.Connection, Resolve(database)],
 ) -> Iterator[sqlite3.Connection]:
     """One transaction per call: commit when the tool succeeds, roll back when it fails."""
+    _log("CALL", "transaction begun")
     try:
         yield db
-    except BaseException:
+    except BaseException as exc:
         db.rollback()
+        _log("CALL", f"transaction rolled back ({type(exc).__name__})")
         raise
     db.commit()
+    _log("CALL", "transaction committed")
 
 
 async def confirm_delete(note_id: int, ctx: Context) -> Elicit[Confirm]:
@@ -75,8 +90,6 @@ async def confirm_delete(note_id: int, ctx: Context) -> Elicit[Confirm]:
     return Elicit(f"Delete note {note_id}?", Confirm)
 
 
-@server.tool()
-@inject(container)
 async def add_note(
     text: Annotated[str, Field(description="What to remember")],
     tx: Annotated[sqlite3.Connection, Resolve(transaction)],
@@ -88,16 +101,12 @@ async def add_note(
     return Note(id=cursor.lastrowid, text=text, author=author)
 
 
-@server.tool()
-@inject(container)
 async def list_notes(db: Annotated[sqlite3.Connection, Resolve(database)]) -> list[Note]:
     """Every stored note, oldest first."""
     rows = db.execute("select id, text, author from notes order by id").fetchall()
     return [Note(id=i, text=t, author=a) for i, t, a in rows]
 
 
-@server.tool()
-@inject(container)
 async def delete_note(
     note_id: int,
     answer: Annotated[ElicitationResult[Confirm], Resolve(confirm_delete)],
@@ -109,3 +118,18 @@ async def delete_note(
     if tx.execute("delete from notes where id = ?", (note_id,)).rowcount == 0:
         raise ToolError(f"there is no note {note_id}")
     return f"deleted note {note_id}"
+
+
+def create_server() -> tuple[MCPServer, Container]:
+    """A fresh notes server and the container behind its tools."""
+    container = Container()
+    container.provide(database, scope=Scope.APP, inline=True)
+    container.provide(writer, scope=Scope.SESSION, inline=True)
+    container.provide(transaction, inline=True)
+    server = MCPServer("notes", lifespan=container.lifespan)
+    for tool in (add_note, list_notes, delete_note):
+        server.tool()(inject(container)(tool))
+    return server, container
+
+
+server, container = create_server()
