@@ -16,6 +16,7 @@ from mcp.client import Client
 
 from mcp_helpers import answering, free_port, run_uvicorn, text, wait_listening
 from mcp_http_server import build
+from reliability_figures import record
 
 pytestmark = pytest.mark.network
 
@@ -123,3 +124,56 @@ async def test_two_stateless_processes_serve_the_rounds_of_one_call() -> None:
                 proc.wait()
     assert not done.is_error, text(done)
     assert text(done) == f"Hello Ada (pid {procs[1].pid})"
+
+
+async def test_parallel_http_sessions_are_isolated_and_each_closes_its_own() -> None:
+    sessions = 6
+    events: list[str] = []
+    server = build(events)
+    seen: dict[int, list[str]] = {}
+    first_calls = 0
+    all_open = anyio.Event()
+
+    async def one_session(url: str, i: int) -> None:
+        nonlocal first_calls
+        async with Client(url, mode="legacy") as c:
+            values = [text(await c.call_tool("whoami", {}))]
+            first_calls += 1
+            if first_calls == sessions:
+                all_open.set()
+            await all_open.wait()  # every session is live before any makes its next calls
+            assert not any("close" in event for event in events)
+
+            async def call() -> None:
+                values.append(text(await c.call_tool("whoami", {})))
+
+            async with anyio.create_task_group() as group:
+                for _ in range(4):
+                    group.start_soon(call)
+            seen[i] = values
+
+    with anyio.fail_after(60):
+        async with run_uvicorn(server.streamable_http_app()) as url:
+            async with anyio.create_task_group() as group:
+                for i in range(sessions):
+                    group.start_soon(one_session, url, i)
+            for n in range(1, sessions + 1):
+                await wait_for(events, f"visitor {n} close")
+            assert "pool close" not in events
+    # Each session saw one SESSION value of its own, in all five calls.
+    per_session = [set(values) for values in seen.values()]
+    assert all(len(values) == 1 for values in per_session)
+    assert all(len(values) == 5 for values in seen.values())
+    assert len(set().union(*per_session)) == sessions
+    assert events.count("pool open") == 1 and events[-1] == "pool close"
+    opened = [e for e in events if e.startswith("visitor") and e.endswith("open")]
+    closed = [e for e in events if e.startswith("visitor") and e.endswith("close")]
+    assert len(opened) == len(closed) == sessions
+    record(
+        "http parallel sessions",
+        {
+            "sessions": sessions,
+            "calls": 5 * sessions,
+            "resources_leaked": len(opened) - len(closed),
+        },
+    )
