@@ -12,7 +12,7 @@ For every input the server answers with one of: a re-ask of real questions, an
 ``isError`` result that does not echo the client's content, the SDK's -32602 for a state
 it cannot verify, or a result whose every injected value the resolver produced or the
 client answered to that exact question (as pinned by the state the answer came with).
-And the server keeps answering.
+And the server keeps answering. 60 inputs per backend by default; ``RESOLVENT_LOAD=full`` tries 800.
 """
 
 import json
@@ -31,7 +31,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 from mcp_helpers import client, text
-from reliability_figures import record
+from reliability_figures import load_size, record
 from resolvent import Accepted, Container, Elicit, ElicitationResult, Resolve
 from resolvent.mcp import Sample, inject
 
@@ -210,12 +210,12 @@ edge_text = st.one_of(
     st.text(st.characters(exclude_categories=["Cs"]), max_size=12),
     st.sampled_from(["", "\x00", "\u202e", "🦄" * 3, "a\u0301", "\ufeff", "名前", "\U0010ffff"]),
 )
-state_text = st.one_of(edge_text, st.text(min_size=50, max_size=400), st.just("\ud800"))
+state_text = st.one_of(edge_text, st.text(min_size=20, max_size=60), st.just("\ud800"))
 tags = edge_text.map(lambda t: f"in:{t}")
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | edge_text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(edge_text, inner, max_size=3),
-    max_leaves=8,
+    max_leaves=5,
 )
 
 
@@ -239,79 +239,112 @@ responses = st.one_of(
     st.just(types.ListRootsResult(roots=[])),
 )
 
-STATE_KINDS = ("none", "text", "genuine", "genuine", "truncated", "flipped", "forged", "forged")
+# Strategies refer to the pool symbolically (a resolver's name, a token's index): the pool
+# is gathered at run time, and every draw happens up front, outside the event loop.
+RESOLVERS = ("ask_name", "ask_city", "sample", "role")
+key_refs = st.sampled_from(RESOLVERS).map(lambda r: ("ref", r)) | edge_text
+digest_refs = st.integers(0, 15).map(lambda i: ("digest", i)) | edge_text
+record_values = st.one_of(
+    json_values,
+    tags.map(lambda t: {"action": "accept", "content": {"name": "st" + t[2:]}}),
+    tags.map(lambda t: {"action": "accept", "content": {"city": "st" + t[2:]}}),
+    st.just({"action": "accept", "content": {"name": "admin"}}),
+)
+mutations = st.one_of(
+    st.tuples(st.just("garbage"), json_values.map(json.dumps) | edge_text),
+    st.tuples(st.just("asked"), key_refs, digest_refs),
+    st.tuples(st.just("answers"), key_refs, digest_refs, record_values),
+    st.tuples(st.just("version"), json_values),
+    st.just(("big",)),
+)
+# (prefer a token of this very tool and topic, index into the candidates)
+token_picks = st.tuples(st.booleans(), st.integers(0, 63))
+fraction = st.floats(0, 1, exclude_max=True)
+state_plans = st.one_of(
+    st.just(("none",)),
+    st.tuples(st.just("text"), state_text),
+    st.tuples(st.just("genuine"), token_picks),
+    st.tuples(st.just("truncated"), token_picks, fraction),
+    st.tuples(st.just("flipped"), token_picks, fraction),
+    st.tuples(st.just("forged"), token_picks, mutations),
+)
+aimed = {
+    "ask_name": tags.map(lambda t: elicit_result({"name": t})),
+    "ask_city": tags.map(lambda t: elicit_result({"city": t}))
+    | st.sampled_from(["decline", "cancel"]).map(lambda a: elicit_result(None, a)),
+    "sample": tags.map(
+        lambda t: types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=t), model="m"
+        )
+    ),
+}
+# Answers under random keys, plus well-aimed ones under the real wire keys.
+answer_plans = st.tuples(
+    st.dictionaries(key_refs, responses, max_size=2),
+    st.fixed_dictionaries({}, optional={k: v | responses for k, v in aimed.items()}),
+)
 
 
-def draw_answers(data: st.DataObject) -> dict[str, Any]:
-    """Answers under random keys, plus well-aimed ones under the real wire keys."""
-    keys = st.sampled_from(sorted(POOL.keys.values())) | edge_text
-    answers = data.draw(st.dictionaries(keys, responses, max_size=2), label="answers")
-    aimed = {
-        POOL.keys["ask_name"]: tags.map(lambda t: elicit_result({"name": t})),
-        POOL.keys["ask_city"]: tags.map(lambda t: elicit_result({"city": t}))
-        | st.sampled_from(["decline", "cancel"]).map(lambda a: elicit_result(None, a)),
-        POOL.keys["sample"]: tags.map(
-            lambda t: types.CreateMessageResult(
-                role="assistant", content=types.TextContent(type="text", text=t), model="m"
-            )
-        ),
-    }
-    for key, strategy in aimed.items():
-        if data.draw(st.booleans(), label=f"aim at {key.rsplit('.', 1)[-1]}"):
-            answers[key] = data.draw(strategy | responses)
+def wire_key(ref: Any) -> str:
+    return POOL.keys[ref[1]] if isinstance(ref, tuple) else ref
+
+
+def pool_digest(ref: Any) -> str:
+    if isinstance(ref, tuple):
+        digests = sorted(POOL.digests.values())
+        return digests[ref[1] % len(digests)]
+    return str(ref)
+
+
+def make_answers(plan: Any) -> dict[str, Any]:
+    loose, aimed_ = plan
+    answers = {wire_key(ref): value for ref, value in loose.items()}
+    answers.update({POOL.keys[name]: value for name, value in aimed_.items()})
     return answers
 
 
-def mutate_state(data: st.DataObject, genuine: str) -> str:
-    """A hostile inner state, often a small edit of a genuine one."""
+def pick_token(pick: tuple[bool, int], tool: str, topic: str) -> str:
+    prefer_same, index = pick
+    labels = sorted(POOL.tokens)
+    same = [label for label in labels if label.startswith(f"{tool} {topic} ")]
+    candidates = same if prefer_same and same else labels
+    return POOL.tokens[candidates[index % len(candidates)]]
+
+
+def mutate(genuine: str, mutation: Any) -> str:
+    """A hostile inner state, mostly a small edit of a genuine one."""
     base = json.loads(inner(genuine)["s"])
-    choice = data.draw(st.sampled_from(["garbage", "asked", "answers", "version", "big"]))
-    keys = st.sampled_from([*POOL.keys.values(), "", "other"]) | edge_text
-    if choice == "garbage":
-        return data.draw(json_values.map(json.dumps) | edge_text)
-    if choice == "asked":
-        base.setdefault("asked", {})[data.draw(keys)] = data.draw(
-            st.sampled_from(sorted(POOL.digests.values())) | edge_text
-        )
-    elif choice == "answers":
-        record_ = {
-            "q": data.draw(st.sampled_from(sorted(POOL.digests.values())) | edge_text),
-            "r": data.draw(
-                json_values
-                | tags.map(lambda t: {"action": "accept", "content": {"name": "st" + t[2:]}})
-                | tags.map(lambda t: {"action": "accept", "content": {"city": "st" + t[2:]}})
-                | st.just({"action": "accept", "content": {"name": "admin"}})
-            ),
-        }
-        base.setdefault("answers", {})[data.draw(keys)] = record_
-    elif choice == "version":
-        base["v"] = data.draw(json_values)
-    else:
-        base["pad"] = "x" * (1 << 20)
+    match mutation:
+        case ("garbage", text_):
+            return str(text_)
+        case ("asked", key, digest):
+            base.setdefault("asked", {})[wire_key(key)] = pool_digest(digest)
+        case ("answers", key, digest, raw):
+            base.setdefault("answers", {})[wire_key(key)] = {"q": pool_digest(digest), "r": raw}
+        case ("version", value):
+            base["v"] = value
+        case _:
+            base["pad"] = "x" * (1 << 20)
     return json.dumps(base)
 
 
-def draw_state(data: st.DataObject, tool: str, topic: str) -> tuple[str, str | None]:
-    kind = data.draw(st.sampled_from(STATE_KINDS), label="state kind")
+def make_state(plan: Any, tool: str, topic: str) -> str | None:
+    kind = plan[0]
     if kind == "none":
-        return kind, None
+        return None
     if kind == "text":
-        return kind, data.draw(state_text)
-    # Mostly a token of this very tool and topic (a replay), else any (cross-tool/argument).
-    same = [t for t in sorted(POOL.tokens) if t.startswith(f"{tool} {topic} ")]
-    label = data.draw(st.sampled_from(same) | st.sampled_from(sorted(POOL.tokens)), label="token")
-    token = POOL.tokens[label]
+        return str(plan[1])
+    token = pick_token(plan[1], tool, topic)
     if kind == "genuine":
-        return f"{kind} {label}", token
+        return token
     if kind == "truncated":
-        return kind, token[: data.draw(st.integers(0, len(token) - 1))]
+        return token[: int(plan[2] * len(token))]
     if kind == "flipped":
-        at = data.draw(st.integers(0, len(token) - 1))
-        swap = "A" if token[at] != "A" else "B"
-        return kind, token[:at] + swap + token[at + 1 :]
+        at = int(plan[2] * len(token))
+        return token[:at] + ("A" if token[at] != "A" else "B") + token[at + 1 :]
     # Forged: sealed in the envelope of that token, so the SDK lets it through when the
     # token was minted for this tool and topic.
-    return kind, forge(token, mutate_state(data, token))
+    return forge(token, mutate(token, plan[2]))
 
 
 # -- the oracle ---------------------------------------------------------------------------
@@ -386,27 +419,31 @@ def figures(anyio_backend: str) -> Iterator[Counter[str]]:
 
 
 @settings(
-    max_examples=60,
+    max_examples=load_size(60, 800),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(data=st.data())
+@given(
+    tool=st.sampled_from(["profile", "poem"]),
+    topic=st.sampled_from(["a", "b"]),
+    state_plan=state_plans,
+    answer_plan=answer_plans,
+)
 async def test_hostile_rounds_never_accept_anything_forged(
-    figures: Counter[str], data: st.DataObject
+    figures: Counter[str], tool: str, topic: str, state_plan: Any, answer_plan: Any
 ) -> None:
     if not POOL.tokens:
         await POOL.gather()
-    tool = data.draw(st.sampled_from(["profile", "poem"]), label="tool")
-    topic = data.draw(st.sampled_from(["a", "b"]), label="topic")
-    kind, state = draw_state(data, tool, topic)
-    answers = draw_answers(data)
+    kind = state_plan[0]
+    state = make_state(state_plan, tool, topic)
+    answers = make_answers(answer_plan)
     sent = {
         key: value.model_dump(mode="json", by_alias=True, exclude_none=True)
         for key, value in answers.items()
     }
     tags_sent = set(tagged(sent))
     figures["inputs tried"] += 1
-    figures[f"state {kind.split()[0]}"] += 1
+    figures[f"state {kind}"] += 1
 
     async with hostile_client() as c:
         try:
