@@ -19,7 +19,53 @@ def run_example(name: str) -> str:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # no warnings, no log noise
     return proc.stdout
+
+
+def test_mcp_demo() -> None:
+    out = run_example("demo.py")
+    lines = out.splitlines()
+    # The tool list: the schema shows only caller-facing parameters; injected ones are named
+    # as hidden, with their scopes.
+    tools = {line.split("(")[0].strip(): line for line in lines if "injected, hidden" in line}
+    assert tools.keys() == {"add_note", "list_notes", "delete_note"}
+    assert tools["add_note"].split()[0] == "add_note(text)"
+    assert tools["add_note"].endswith("hidden from the client: tx (CALL), author (SESSION)")
+    assert tools["list_notes"].split()[0] == "list_notes()"
+    assert tools["list_notes"].endswith("hidden from the client: db (APP)")
+    assert tools["delete_note"].split()[0] == "delete_note(note_id)"
+    assert tools["delete_note"].endswith("hidden from the client: answer (CALL), tx (CALL)")
+    # Scopes: one APP database, one SESSION writer for the connection, a CALL transaction
+    # per tools/call (per round on 2026-07-28).
+    assert out.count("APP      database opened") == 1
+    assert out.count("SESSION  writer-1 signed in") == 1
+    assert "< note 3 'water plants' by writer-1" in out
+    assert out.count("CALL     transaction begun") == 7
+    assert out.count("CALL     transaction committed") == 7
+    # Legacy: the question is a standalone request inside one tools/call.
+    assert "legacy connection (2025-11-25)" in out
+    assert 'client   < elicitation/create "Delete note 2?"' in out
+    assert "the client sent 1 tools/call request;" in out
+    # 2026-07-28: an InputRequiredResult round, then a retry carrying the answer.
+    assert "== confirmation, 2026-07-28: InputRequiredResult, then a retry" in out
+    assert 'client   < InputRequiredResult "Delete note 3?"' in out
+    assert "[round 2]" in out
+    assert "[round 3]" not in out
+    assert "the client sent 2 tools/call requests" in out
+    assert out.count("< deleted note") == 2
+    # A declined question reaches the tool as a value; the note stays.
+    decline = out.index("client   > decline")
+    assert out.index("client   < kept note 1", decline) > decline
+    assert "client   < notes: 1 'buy milk'" in out
+    # Teardown: the last CALL, then the SESSION at disconnect, then the APP at shutdown.
+    committed = out.rindex("transaction committed")
+    signed_out = out.index("SESSION  writer-1 signed out")
+    closed = out.index("APP      database closed")
+    assert committed < out.index("client   disconnects") < signed_out
+    assert signed_out < out.index("server   shuts down") < closed
+    assert lines[-1] == "done"
+    assert "Traceback" not in out
 
 
 def test_core_demo() -> None:
