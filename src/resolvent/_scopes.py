@@ -169,14 +169,15 @@ class _Holder:
     """A task that sets one resource up, holds it open, and tears it down on release."""
 
     __slots__ = (
+        "abort",
         "error",
         "exc",
         "finished",
         "obj",
         "opened",
         "release",
+        "scope",
         "settled",
-        "setup_scope",
         "step",
         "value",
     )
@@ -184,7 +185,8 @@ class _Holder:
     def __init__(self, step: Step, obj: Any) -> None:
         self.step = step
         self.obj = obj
-        self.setup_scope = anyio.CancelScope()
+        self.abort = anyio.CancelScope()
+        self.scope = anyio.CancelScope()
         self.settled = anyio.Event()
         self.release = anyio.Event()
         self.finished = anyio.Event()
@@ -194,24 +196,26 @@ class _Holder:
         self.exc: BaseException | None = None
 
     async def run(self) -> None:
-        # One scope around setup, hold and teardown: the provider's own cancel scopes
-        # (a task group spanning its yield) nest inside it and are left at the same depth
-        # they were entered. Cancellable during setup; shielded once the resource is open.
+        # One scope (`scope`) around setup, hold and teardown: the provider's own cancel
+        # scopes (a task group spanning its yield) nest inside it and are left at the
+        # depth they were entered. It is shielded once the resource is open. Setup is
+        # aborted through `abort`, outside it, so an abort that comes too late (a setup
+        # that finished regardless, a thread) cannot cut the hold or the teardown short.
         try:
-            with self.setup_scope:
+            with self.abort, self.scope:
                 self.value = await _open(self.step, self.obj)
                 self.opened = True
-                self.setup_scope.shield = True
+                self.scope.shield = True
                 self.settled.set()
                 await self.release.wait()
                 try:
                     await _finalize(self.step, self.obj, self.exc)
                 except BaseException as error:
                     self.error = error
-                self.finished.set()
         except BaseException as error:
             self.error = error
         self.settled.set()
+        self.finished.set()
 
     async def close(self, exc: BaseException | None) -> None:
         self.exc = exc
@@ -236,11 +240,16 @@ async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
         # Cancelled (a deadline, a failed sibling branch): stop the setup too. If it
         # finished anyway, the resource is open and is closed with the call.
         if not holder.opened:
-            holder.setup_scope.cancel()
+            holder.abort.cancel()
         with anyio.CancelScope(shield=True):
             await holder.settled.wait()
         if holder.opened:
             exits.append((step, holder))
+        elif holder.error is not None and not isinstance(
+            holder.error, anyio.get_cancelled_exc_class()
+        ):
+            # The setup failed for a reason of its own: report that, not the cancellation.
+            raise holder.error from holder.error.__cause__
         raise
     if not holder.opened:
         error = holder.error

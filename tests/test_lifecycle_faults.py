@@ -1,0 +1,296 @@
+"""Fault injection: random graphs of resources (async generators, generators, async
+context managers, plain resolvers) at random scopes, with failures and cancellations
+injected at random points (setup, body, teardown), run sequentially, concurrently and
+under a deadline, on asyncio and trio.
+
+After every run: each resource that was opened was closed exactly once; a resource was
+closed before every resource it depends on (and, sequentially, in reverse order of
+setup); the exception that ended the scope was thrown into every generator; and the
+caller saw the right exception, with every finalizer error reported."""
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import anyio
+import anyio.lowlevel
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from resolvent import Container, Resolve, Scope
+
+KINDS = ("async generator", "generator", "async context manager", "plain")
+SYNC_ACTIONS = ("ok", "raise")
+ASYNC_ACTIONS = ("ok", "raise", "cancel")
+MODES = ("sequential", "concurrent", "deadline")
+
+
+class SetupError(Exception):
+    pass
+
+
+class BodyError(Exception):
+    pass
+
+
+class TeardownError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Node:
+    kind: str
+    deps: tuple[int, ...]
+    scope: Scope
+    setup: str
+    teardown: str
+    swallow: bool
+
+
+@st.composite
+def graphs(draw: st.DrawFn) -> tuple[tuple[Node, ...], str, str]:
+    nodes: list[Node] = []
+    for index in range(draw(st.integers(1, 5))):
+        deps = tuple(sorted(draw(st.sets(st.integers(0, index - 1), max_size=3)))) if index else ()
+        longest = min((nodes[d].scope for d in deps), default=Scope.APP)
+        scope = draw(st.sampled_from([s for s in Scope if s <= longest]))
+        kind = draw(st.sampled_from(KINDS))
+        actions = SYNC_ACTIONS if kind == "generator" else ASYNC_ACTIONS
+        # Mostly clean runs, so failures combine rather than always stopping at once.
+        weighted = st.sampled_from(("ok", "ok", *actions))
+        setup = draw(weighted)
+        teardown = draw(weighted) if kind != "plain" else "ok"
+        nodes.append(Node(kind, deps, scope, setup, teardown, draw(st.booleans())))
+    return (
+        tuple(nodes),
+        draw(st.sampled_from(("ok", "ok", *ASYNC_ACTIONS))),
+        draw(st.sampled_from(MODES)),
+    )
+
+
+class World:
+    """Builds the providers for one graph and records what happened to them."""
+
+    def __init__(self, nodes: tuple[Node, ...], body: str) -> None:
+        self.nodes = nodes
+        self.body_action = body
+        self.scope = anyio.CancelScope()
+        self.opened: list[int] = []
+        self.closed: list[int] = []
+        self.thrown: dict[int, BaseException | None] = {}
+        self.fired: list[tuple[str, BaseException | None]] = []  # setup/body, in order
+        self.teardown_errors: list[BaseException] = []
+        self.providers: list[Any] = []
+        for index, node in enumerate(nodes):
+            self.providers.append(self._build(index, node))
+
+    # -- actions -------------------------------------------------------------------------
+
+    async def act(self, action: str, error: BaseException, record: list[Any]) -> None:
+        await anyio.lowlevel.checkpoint()  # let concurrent branches interleave
+        if action == "raise":
+            record.append(("raise", error) if record is self.fired else error)
+            raise error
+        if action == "cancel":
+            if record is self.fired:
+                record.append(("cancel", None))
+            self.scope.cancel()
+            await anyio.lowlevel.checkpoint()  # raises, unless shielded (teardown)
+
+    def act_sync(self, action: str, error: BaseException, record: list[Any]) -> None:
+        if action == "raise":
+            record.append(("raise", error) if record is self.fired else error)
+            raise error
+
+    async def setup(self, index: int) -> int:
+        await self.act(self.nodes[index].setup, SetupError(f"setup {index}"), self.fired)
+        if self.nodes[index].kind != "plain":
+            self.opened.append(index)
+        return index
+
+    def setup_sync(self, index: int) -> int:
+        self.act_sync(self.nodes[index].setup, SetupError(f"setup {index}"), self.fired)
+        self.opened.append(index)
+        return index
+
+    def _closing(self, index: int, seen: BaseException | None) -> TeardownError:
+        self.closed.append(index)
+        self.thrown[index] = seen
+        return TeardownError(f"teardown {index}")
+
+    async def teardown(self, index: int, seen: BaseException | None) -> None:
+        error = self._closing(index, seen)
+        await self.act(self.nodes[index].teardown, error, self.teardown_errors)
+
+    def teardown_sync(self, index: int, seen: BaseException | None) -> None:
+        error = self._closing(index, seen)
+        self.act_sync(self.nodes[index].teardown, error, self.teardown_errors)
+
+    async def body(self, **values: Any) -> None:
+        await self.act(self.body_action, BodyError("body"), self.fired)
+
+    # -- providers -----------------------------------------------------------------------
+
+    def _build(self, index: int, node: Node) -> Any:
+        world = self
+
+        class Managed:
+            async def __aenter__(self) -> int:
+                return await world.setup(index)
+
+            async def __aexit__(self, tp: Any, exc: BaseException | None, tb: Any) -> bool:
+                await world.teardown(index, exc)
+                return node.swallow
+
+        reraise = "pass" if node.swallow else "raise"
+        source = {
+            "async generator": f"""
+async def NAME(PARAMS) -> AsyncIterator[int]:
+    value = await W.setup({index})
+    try:
+        yield value
+    except BaseException as exc:
+        await W.teardown({index}, exc)
+        {reraise}
+    else:
+        await W.teardown({index}, None)
+""",
+            "generator": f"""
+def NAME(PARAMS) -> Iterator[int]:
+    value = W.setup_sync({index})
+    try:
+        yield value
+    except BaseException as exc:
+        W.teardown_sync({index}, exc)
+        {reraise}
+    else:
+        W.teardown_sync({index}, None)
+""",
+            "async context manager": """
+def NAME(PARAMS) -> contextlib.AbstractAsyncContextManager[int]:
+    return MANAGED()
+""",
+            "plain": f"""
+async def NAME(PARAMS) -> int:
+    return await W.setup({index})
+""",
+        }[node.kind]
+        deps = {d: self.providers[d] for d in node.deps}
+        return define(source, f"n{index}", deps, W=self, MANAGED=Managed)
+
+    def handler(self) -> Any:
+        source = """
+async def NAME(PARAMS) -> None:
+    await W.body()
+"""
+        return define(source, "handler", dict(enumerate(self.providers)), W=self)
+
+
+def define(source: str, name: str, deps: dict[Any, Any], **names: Any) -> Any:
+    """Define a function from *source*, with a resolved parameter per entry of *deps*."""
+    params = ", ".join(f"d{key}: Annotated[Any, Resolve(P{key})]" for key in deps)
+    namespace: dict[str, Any] = {
+        "Annotated": Annotated,
+        "Any": Any,
+        "Resolve": Resolve,
+        "AsyncIterator": AsyncIterator,
+        "Iterator": Iterator,
+        "contextlib": contextlib,
+        **names,
+        **{f"P{key}": fn for key, fn in deps.items()},
+    }
+    exec(source.replace("NAME", name).replace("PARAMS", params), namespace)
+    return namespace[name]
+
+
+def depends_on(nodes: tuple[Node, ...], later: int, earlier: int) -> bool:
+    stack = list(nodes[later].deps)
+    while stack:
+        d = stack.pop()
+        if d == earlier:
+            return True
+        stack.extend(nodes[d].deps)
+    return False
+
+
+def reported(outcome: BaseException | None) -> tuple[list[BaseException], str]:
+    """The errors *outcome* carries (itself or a group's members) and its notes."""
+    if outcome is None:
+        return [], ""
+    notes = "\n".join(getattr(outcome, "__notes__", ()))
+    if isinstance(outcome, ExceptionGroup):
+        return list(outcome.exceptions), notes
+    return [outcome], notes
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=graphs())
+async def test_random_faults_close_everything_once_in_order(
+    case: tuple[tuple[Node, ...], str, str],
+) -> None:
+    nodes, body, mode = case
+    world = World(nodes, body)
+    container = Container(
+        concurrent=mode == "concurrent", call_timeout=60 if mode == "deadline" else None
+    )
+    for node, provider in zip(nodes, world.providers, strict=True):
+        container.provide(provider, scope=node.scope)
+    handler = world.handler()
+
+    outcome: BaseException | None = None
+    with anyio.fail_after(10), world.scope:
+        try:
+            async with container, container.session() as session:
+                await session.run(handler)
+        except Exception as exc:
+            outcome = exc
+
+    # 1. every opened resource closed exactly once, nothing else closed
+    assert sorted(world.closed) == sorted(world.opened)
+    assert len(set(world.closed)) == len(world.closed)
+
+    # 2. a resource is closed before everything it depends on
+    position = {node: i for i, node in enumerate(world.closed)}
+    for later in position:
+        for earlier in position:
+            if depends_on(nodes, later, earlier):
+                assert position[later] < position[earlier], (later, earlier)
+    if mode == "sequential":
+        for scope in Scope:
+            opened = [i for i in world.opened if nodes[i].scope is scope]
+            closed = [i for i in world.closed if nodes[i].scope is scope]
+            assert closed == opened[::-1]
+
+    # 3. the caller saw the right exception
+    raised = [error for what, error in world.fired if what == "raise"]
+    cancelled = any(what == "cancel" for what, _ in world.fired)
+    errors, notes = reported(outcome)
+    if raised:
+        # Sequentially, the first failure ends the call. Concurrently, branches that were
+        # already past their last checkpoint (or in a worker thread) may fail too: the
+        # first one the call saw is raised and the others are attached as notes.
+        first = raised[0] if mode == "sequential" else outcome
+        assert outcome is first and any(outcome is e for e in raised)
+        for other in raised:
+            assert other is outcome or repr(other) in notes
+        for error in world.teardown_errors:
+            assert repr(error) in notes
+        # 4. that same exception was thrown into every generator and context manager
+        assert all(world.thrown[i] is first for i in world.closed)
+    elif cancelled:
+        assert outcome is None
+        assert world.scope.cancelled_caught or world.scope.cancel_called
+    elif world.teardown_errors:
+        for error in world.teardown_errors:
+            assert any(error is e for e in errors) or repr(error) in notes
+        assert all(e in world.teardown_errors for e in errors)
+    else:
+        assert outcome is None
+        if not any(nodes[i].teardown == "cancel" for i in world.closed):
+            assert all(world.thrown[i] is None for i in world.closed)
