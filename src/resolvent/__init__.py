@@ -5,10 +5,11 @@ the resolver graph once into a `Plan`, runs it in APP / SESSION / CALL scopes, t
 resources down in reverse order, and lets resolvers ask the user with `Elicit`.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._container import Call, Container, Session
 from ._errors import InputRequired, InvalidAnswer, InvalidSignature, NotAccepted, ResolventError
 from ._markers import Elicit, Resolve
-from ._outcomes import Accepted, Cancelled, Declined, ElicitationResult
 from ._plan import Plan
 from ._scopes import Scope
 
@@ -32,3 +33,19 @@ __all__ = (
 )
 
 __version__ = "0.1.0"
+
+_LAZY = frozenset({"Accepted", "Cancelled", "Declined", "ElicitationResult"})
+
+if TYPE_CHECKING:
+    from ._outcomes import Accepted, Cancelled, Declined, ElicitationResult
+
+
+def __getattr__(name: str) -> Any:
+    # The outcome models need pydantic, which is imported on first use only.
+    if name in _LAZY:
+        from . import _outcomes
+
+        value = getattr(_outcomes, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'resolvent' has no attribute {name!r}")

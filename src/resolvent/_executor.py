@@ -16,7 +16,6 @@ import anyio
 import anyio.to_thread
 
 from ._errors import InputRequired, InvalidAnswer, ResolventError
-from ._outcomes import accepted
 from ._plan import Input, Step
 from ._questions import QUESTION_KINDS, Answered, Asker, Outcome, QuestionKind, as_outcome
 from ._scopes import Exits, LiveScope, Scope, enter
@@ -484,7 +483,6 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
         Answered=Answered,
         QT=QUESTION_KINDS,
         as_outcome=as_outcome,
-        accepted=accepted,
         ask=ask,
         enter=enter,
         partial=functools.partial,

@@ -7,6 +7,8 @@ from typing import Any, Generic, Literal, Union
 from pydantic import BaseModel
 from typing_extensions import TypeAliasType, TypeVar
 
+from ._questions import register_outcome_family
+
 __all__ = ("Accepted", "Cancelled", "Declined", "ElicitationResult")
 
 DataT = TypeVar("DataT")
@@ -47,3 +49,6 @@ OUTCOME_TYPES: tuple[type[BaseModel], ...] = (Accepted, Declined, Cancelled)
 def accepted(data: Any) -> Accepted[Any]:
     """Wrap a value as accepted without validating it again."""
     return Accepted[Any].model_construct(data=data)
+
+
+register_outcome_family(OUTCOME_TYPES, lambda outcome: outcome)

@@ -12,16 +12,23 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from ._errors import InvalidAnswer, NotAccepted
 from ._markers import Elicit
-from ._outcomes import OUTCOME_TYPES, Accepted, Cancelled, Declined, accepted
 
-Outcome = Accepted[Any] | Declined | Cancelled
-Asker = Callable[[str, type[BaseModel]], Awaitable[Any]]
+# pydantic (and the outcome models) load on first use, not at `import resolvent`: a
+# container that never asks a question never pays for them.
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from ._outcomes import Accepted, Cancelled, Declined
+
+    Outcome: TypeAlias = Accepted[Any] | Declined | Cancelled
+else:
+    Outcome = Any
+
+Asker: TypeAlias = "Callable[[str, type[BaseModel]], Awaitable[Any]]"
 """``async def asker(message, schema) -> ElicitationResult``: answers `Elicit` questions."""
 
 
@@ -58,7 +65,8 @@ class OutcomeFamily:
     convert: Callable[[Outcome], Any]
 
 
-OUTCOME_FAMILIES: list[OutcomeFamily] = [OutcomeFamily(OUTCOME_TYPES, lambda outcome: outcome)]
+OUTCOME_FAMILIES: list[OutcomeFamily] = []
+"""Families register themselves when their module loads (resolvent's in `_outcomes`)."""
 
 
 def register_outcome_family(members: tuple[type, ...], convert: Callable[[Outcome], Any]) -> None:
@@ -76,13 +84,15 @@ class Answered:
 
     def unwrap(self, parameter: str, consumer: str) -> Any:
         outcome = self.outcome
-        if isinstance(outcome, Accepted):
+        if outcome.action == "accept":
             return outcome.data
         raise NotAccepted(parameter, consumer, outcome.action)
 
 
 def as_outcome(value: Any) -> Outcome:
     """The outcome a union consumer sees: a plain value counts as accepted."""
+    from ._outcomes import accepted
+
     if value.__class__ is Answered:
         outcome: Outcome = value.outcome
         return outcome
@@ -97,6 +107,8 @@ def digest_json(payload: Any) -> str:
 
 def parse_elicit_answer(schema: type[BaseModel], raw: Any, where: str) -> Outcome:
     """Parse an answer shaped like MCP's ``ElicitResult`` (``action`` plus ``content``)."""
+    from ._outcomes import Cancelled, Declined, accepted
+
     if not isinstance(raw, Mapping):
         raise InvalidAnswer(f"{where} received an answer that is not an elicitation result")
     raw = cast("Mapping[str, Any]", raw)
@@ -115,6 +127,8 @@ def parse_elicit_answer(schema: type[BaseModel], raw: Any, where: str) -> Outcom
 
 def validate_content(schema: type[BaseModel], content: Any, where: str) -> BaseModel:
     """Validate answered content against *schema* without echoing the content back."""
+    from pydantic import ValidationError
+
     if isinstance(content, schema):
         return content
     try:
@@ -129,6 +143,8 @@ def validate_content(schema: type[BaseModel], content: Any, where: str) -> BaseM
 
 def normalize_outcome(outcome: Any, schema: type[BaseModel], where: str) -> Outcome:
     """Accept any outcome-shaped object from an asker and validate accepted data."""
+    from ._outcomes import Cancelled, Declined, accepted
+
     action = getattr(outcome, "action", None)
     if action == "decline":
         return Declined()
