@@ -285,7 +285,10 @@ class Container:
         except TypeError:  # an unhashable callable object
             plan = None
         if plan is not None:
-            # The hot path: a plan with no CALL resources, no questions, no SESSION steps.
+            # The hot path: a checked plan with no SESSION steps; the scope object is
+            # skipped too when the plan has no CALL resources and asks nothing.
+            if plan.needs_call:
+                return self._run_in_call(plan, kwargs)
             started: Coroutine[Any, Any, Any] = plan.run_fn(
                 kwargs, EMPTY, None, self._app, None, fn
             )
@@ -295,13 +298,20 @@ class Container:
     async def _run(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         plan = self.compile(fn)
         self._check_scopes(plan, None)
-        if plan.needs_call or self.concurrent or self.call_timeout is not None:
+        if self.concurrent or self.call_timeout is not None:
             async with self.call() as call:
                 return await call.run(plan, **kwargs)
         if Scope.SESSION not in plan.scopes:
             with contextlib.suppress(TypeError):
                 self._ready[fn] = plan
+        if plan.needs_call:
+            return await self._run_in_call(plan, kwargs)
         return await plan.run_fn(kwargs, EMPTY, None, self._app, None, fn)
+
+    async def _run_in_call(self, plan: Plan, kwargs: dict[str, Any]) -> Any:
+        """Run a checked plan that needs a call scope (resources or questions)."""
+        async with Call(self, None, None, None, False, False, None, None) as call:
+            return await plan.run_fn(kwargs, EMPTY, call, self._app, None, plan.fn)
 
     def _check_scopes(self, plan: Plan, session: LiveScope | None) -> None:
         if self._app is None and plan.scopes - {Scope.CALL}:
