@@ -83,6 +83,50 @@ def test_invalid_graph_prints_the_error_and_exits_1(capsys: pytest.CaptureFixtur
     assert "fix:" in err
 
 
+@pytest.mark.parametrize("fmt", ["mermaid", "dot"])
+def test_invalid_graph_is_drawn_with_the_offending_edge(
+    capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    code, out, err = run(capsys, "graph", "graph_sample:broken", "--format", fmt)
+    assert code == 1
+    assert "captive dependency" in err
+    assert "current_user" in out
+    red = "linkStyle" if fmt == "mermaid" else 'color="#dc2626"'
+    assert out.count(red) == 1  # only the captive edge is highlighted
+
+
+def test_a_cycle_is_drawn_as_a_closed_loop() -> None:
+    from typing import Annotated
+
+    from resolvent import Container, InvalidSignature, Resolve
+
+    async def one(x: int) -> int:
+        return x
+
+    async def two(y: int) -> int:
+        return y
+
+    async def handler(v: int) -> int:
+        return v
+
+    # Set after definition: the two resolvers refer to each other.
+    one.__annotations__ = {"x": Annotated[int, Resolve(two)], "return": int}
+    two.__annotations__ = {"y": Annotated[int, Resolve(one)], "return": int}
+    handler.__annotations__ = {"v": Annotated[int, Resolve(one)], "return": int}
+
+    with pytest.raises(InvalidSignature) as error:
+        Container().compile(handler)
+    assert [name.rsplit(".", 1)[-1] for name in error.value.path] == [
+        "handler",
+        "one",
+        "two",
+        "one",
+    ]
+    dot = error.value.to_dot()
+    assert dot.count('color="#dc2626"') == 2  # one -> two and two -> one
+    assert "n2 -> n1" in dot  # the loop closes on the first node of the cycle
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

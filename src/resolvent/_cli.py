@@ -159,6 +159,8 @@ def _graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         plan = container.compile(fn)
     except InvalidSignature as exc:
         print(f"resolvent graph: {args.target} does not compile:\n{exc}", file=err)
+        if exc.path and args.format in ("mermaid", "dot"):
+            print(exc.to_mermaid() if args.format == "mermaid" else exc.to_dot(), file=out)
         return 1
     if args.format == "mermaid":
         print(plan.to_mermaid(), file=out)

@@ -107,6 +107,16 @@ class _Compiler:
         hops.append(f"{self.root.name}({param}=...)")
         return " -> ".join(reversed(hops))
 
+    def names(self, key: Hashable | None) -> tuple[str, ...]:
+        """The functions from the compiled one down to *key*, for drawing errors."""
+        names: list[str] = []
+        while key is not None:
+            node = self.nodes[key]
+            names.append(node.name)
+            key = node.parent
+        names.append(self.root.name)
+        return tuple(reversed(names))
+
     def target(self, param: Param, marker: Resolve, consumer: Hashable | None) -> Hashable:
         """The node for *marker* on *param* of *consumer*, created if new."""
         where = f"parameter {param.name!r} of {self._name(consumer)}"
@@ -220,7 +230,9 @@ class _Compiler:
             f"  a {outer!r} value outlives every {inner.name} scope, so it would keep the first "
             f"{inner.name}'s {child.name} forever.\n"
             f"  fix: register {child.name} with scope={outer!r} or longer, or register "
-            f"{node.name} with scope={inner!r}"
+            f"{node.name} with scope={inner!r}",
+            path=(*self.names(node.key), child.name),
+            offending=1,
         )
 
     def _captive_source(self, node: _Node, param: Param, what: str) -> None:
@@ -263,7 +275,13 @@ class _Compiler:
             f"dependency cycle: {' -> '.join(hops)}.\n"
             f"  path: {self.path(stack[start][0])}\n"
             "  fix: break the cycle: one of these resolvers must not depend on the others "
-            "(pass the value as a call argument, or split the resolver in two)"
+            "(pass the value as a call argument, or split the resolver in two)",
+            path=(
+                *self.names(stack[start][0]),
+                *(self.nodes[k].name for k, _ in stack[start + 1 :]),
+                self.nodes[child].name,
+            ),
+            offending=len(stack) - start,
         )
 
     def run(self) -> Graph:

@@ -23,7 +23,48 @@ class InvalidSignature(ResolventError, TypeError):
     `Elicit` arms in a return annotation) and at `Container.compile` for what needs the
     whole graph (cycles, captive dependencies, ambiguous or missing providers). Never
     raised after a resolver has started running.
+
+    Attributes:
+        path: for a cycle or a captive dependency, the functions from the compiled one
+            to the problem, in order (empty otherwise).
+        offending: how many trailing edges of *path* are the mistake (the whole cycle,
+            or the one captive edge).
     """
+
+    def __init__(self, message: str, *, path: tuple[str, ...] = (), offending: int = 0) -> None:
+        super().__init__(message)
+        self.path = path
+        self.offending = offending
+
+    def _drawing(self) -> tuple[tuple[str, ...], list[tuple[int, int, bool]]]:
+        """Nodes and edges (from, to, offending) of the path; a cycle closes on itself."""
+        names, first_bad = self.path, len(self.path) - 1 - self.offending
+        edges = [(i, i + 1, i >= first_bad) for i in range(len(names) - 1)]
+        if self.offending and len(names) > 1 and names[-1] == names[first_bad]:
+            names = names[:-1]
+            edges[-1] = (len(names) - 1, first_bad, True)
+        return names, edges
+
+    def to_mermaid(self) -> str:
+        """The offending path as a Mermaid flowchart, the mistake drawn in red."""
+        names, edges = self._drawing()
+        lines = ["flowchart TD", *(f'  n{i}["{name}"]' for i, name in enumerate(names))]
+        for number, (a, b, bad) in enumerate(edges):
+            lines.append(f"  n{a} --> n{b}")
+            if bad:
+                lines.append(f"  linkStyle {number} stroke:#dc2626,stroke-width:3px")
+        return "\n".join(lines)
+
+    def to_dot(self) -> str:
+        """The offending path as a Graphviz digraph, the mistake drawn in red."""
+        names, edges = self._drawing()
+        lines = ["digraph error {", "  node [shape=box];"]
+        lines += [f'  n{i} [label="{name}"];' for i, name in enumerate(names)]
+        red = ' [color="#dc2626", penwidth=3]'
+        for a, b, bad in edges:
+            lines.append(f"  n{a} -> n{b}{red if bad else ''};")
+        lines.append("}")
+        return "\n".join(lines)
 
 
 class NotAccepted(ResolventError):
