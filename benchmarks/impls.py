@@ -35,7 +35,9 @@ Builder = Callable[[Graph, contextlib.AsyncExitStack], Awaitable["Instance | str
 
 
 def _exec(source: str, namespace: dict[str, Any], label: str) -> dict[str, Any]:
-    code = compile(source, f"<benchmark {label} #{next(_serial)}>", "exec")
+    # dont_inherit: the graphs get evaluated annotations, as ordinary modules do, rather
+    # than the string annotations this module's `from __future__` import would impose.
+    code = compile(source, f"<benchmark {label} #{next(_serial)}>", "exec", dont_inherit=True)
     exec(code, namespace)
     return namespace
 

@@ -126,9 +126,12 @@ class _Compiler:
         else:
             fn = marker.fn
             replaced = False
-        original = self.registry.implicit(fn)
         key = resolver_key(fn)
         replacement = self.overrides.by_key.get(key)
+        existing = key if replacement is None else resolver_key(replacement)
+        if existing in self.nodes:  # already read: each function is read once per compile
+            return existing
+        original = self.registry.implicit(fn)
         if replacement is not None:
             replaced = True
             found = self.registry.get(replacement)

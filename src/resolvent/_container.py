@@ -169,8 +169,10 @@ class Container:
             return plan
         graph = build_graph(fn, self._registry, self._overrides, self._value_types)
         ref: list[Any] = [None]
-        source, code_name, line_steps, namespace = generate(graph, ref)
         steps = graph.steps
+        is_async = graph.root.kind is Kind.ASYNC
+        run_fn = generate(ref, graph.root.name, is_async, steps, graph.inputs, "run")[1]
+        assert run_fn is not None
         plan = Plan(
             fn=fn,
             name=graph.root.name,
@@ -183,12 +185,8 @@ class Container:
                 s.scope is Scope.CALL and (s.kind.is_resource or s.may_ask) for s in steps
             ),
             generation=self._generation,
-            fn_is_async=graph.root.kind is Kind.ASYNC,
-            code=source,
-            code_name=code_name,
-            run_fn=namespace["run"],
-            resolve_fn=namespace["resolve"],
-            line_steps=line_steps,
+            fn_is_async=is_async,
+            run_fn=run_fn,
         )
         ref[0] = plan
         if len(self._plans) >= _MAX_PLANS:

@@ -22,7 +22,6 @@ from ._scopes import Exits, LiveScope, Scope, enter
 from ._signature import NO_DEFAULT, Kind, type_name
 
 if TYPE_CHECKING:
-    from ._compiler import Graph
     from ._plan import Plan
 
 __all__ = ("Rounds", "generate", "interpret")
@@ -198,14 +197,19 @@ def explain(
 
 
 def _fail(
-    exc: BaseException, plan: Plan, args: Mapping[str, Any], values: Mapping[Any, Any]
+    exc: BaseException,
+    plan: Plan,
+    lines: tuple[str, dict[int, int]],
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
 ) -> BaseException:
-    """Map a failure inside generated code to the step that raised it."""
+    """Map a failure inside generated code (*lines*: its code name, line -> step)."""
+    code_name, line_steps = lines
     index = -1
     tb = exc.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename == plan.code_name:
-            index = plan.line_steps.get(tb.tb_lineno, index)
+        if tb.tb_frame.f_code.co_filename == code_name:
+            index = line_steps.get(tb.tb_lineno, index)
         tb = tb.tb_next
     return explain(exc, plan, index, args, values)
 
@@ -470,12 +474,20 @@ def _blocks(steps: tuple[Step, ...]) -> list[list[Step]]:
     return blocks
 
 
-def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int], dict[str, Any]]:
-    """Generate the plan's Python source: ``run`` (calls the function) and ``resolve``.
-
-    Returns the source, its code name, the line -> step map and the namespace.
+def generate(
+    plan_ref: list[Any],
+    name: str,
+    root_is_async: bool,
+    steps: tuple[Step, ...],
+    inputs: tuple[Input, ...],
+    variant: str,
+    *,
+    build: bool = True,
+) -> tuple[str, Callable[..., Any] | None]:
+    """Generate one function of a plan: ``run`` (resolves, then calls the function) or
+    ``resolve`` (returns the injected kwargs). Returns its source and, with *build*, the
+    compiled function; a failure inside it is mapped back to its step by line number.
     """
-    steps = graph.steps
     w = _Writer()
     ns = w.namespace
     ns.update(
@@ -490,7 +502,7 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
         fail=_fail,
         PLAN=plan_ref,
     )
-    root_name = graph.root.name
+    root_name = name
     scopes = {s.scope for s in steps}
     call_resources = any(s.kind.is_resource and s.scope is Scope.CALL for s in steps)
 
@@ -552,15 +564,13 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
         if step.may_ask:
             body.append((f"if {v}.__class__ in QT: {v} = await ask(call, {s}, {v})", step.index))
 
-    root_kwargs = ", ".join(f"{i.name}={_expr(w, i, steps, root_name)}" for i in graph.inputs)
-    results = (
-        "{" + ", ".join(f"{i.name!r}: {_expr(w, i, steps, root_name)}" for i in graph.inputs) + "}"
-    )
+    root_kwargs = ", ".join(f"{i.name}={_expr(w, i, steps, root_name)}" for i in inputs)
+    results = "{" + ", ".join(f"{i.name!r}: {_expr(w, i, steps, root_name)}" for i in inputs) + "}"
     call_steps = [s for s in steps if s.scope is Scope.CALL]
 
     for line, index in block_defs:  # map a failure inside a block to its own step
         w.emit(line, index)
-    for variant in ("run", "resolve"):
+    if True:
         w.emit(f"async def {variant}(args, values, call, app, session, body):")
         w.emit("    try:")
         opened = len(w.lines)
@@ -580,14 +590,18 @@ def generate(graph: Graph, plan_ref: list[Any]) -> tuple[str, str, dict[int, int
         if len(w.lines) == opened:  # no steps (a tool that only takes Context): empty try
             w.emit("        pass")
         w.emit("    except BaseException as exc:")
-        w.emit("        error = fail(exc, PLAN[0], args, values)")
+        w.emit("        error = fail(exc, PLAN[0], LINES, args, values)")
         w.emit("        if error is exc: raise")
         w.emit("        raise error from exc")
         if variant == "run":
             spread = f"**args, {root_kwargs}" if root_kwargs else "**args"
-            awaiting = "await " if graph.root.kind is Kind.ASYNC else ""
+            awaiting = "await " if root_is_async else ""
             w.emit(f"    return {awaiting}body({spread})")
-    code_name = f"<resolvent plan {root_name} #{next(_counter)}>"
     source = "\n".join(w.lines) + "\n"
-    exec(compile(source, code_name, "exec"), ns)
-    return source, code_name, w.line_steps, ns
+    if not build:
+        return source, None
+    code_name = f"<resolvent plan {root_name} {variant} #{next(_counter)}>"
+    ns["LINES"] = (code_name, w.line_steps)
+    exec(compile(source, code_name, "exec", dont_inherit=True), ns)
+    function: Callable[..., Any] = ns[variant]
+    return source, function

@@ -78,11 +78,25 @@ class Plan:
     needs_call: bool
     generation: int
     fn_is_async: bool
-    code: str = field(repr=False)
-    code_name: str = field(repr=False)
     run_fn: Callable[..., Any] = field(repr=False)
-    resolve_fn: Callable[..., Any] = field(repr=False)
-    line_steps: dict[int, int] = field(repr=False)
+    _generated: list[Callable[..., Any]] = field(
+        default_factory=list[Callable[..., Any]], repr=False
+    )
+
+    @property
+    def resolve_fn(self) -> Callable[..., Any]:
+        """The generated ``resolve`` function, compiled the first time it is needed."""
+        generated = self._generated
+        if not generated:
+            from ._executor import generate
+
+            function = generate([self], *self._shape(), "resolve")[1]
+            assert function is not None
+            generated.append(function)
+        return generated[0]
+
+    def _shape(self) -> tuple[str, bool, tuple[Step, ...], tuple[Input, ...]]:
+        return self.name, self.fn_is_async, self.steps, self.inputs
 
     def path_to(self, index: int) -> str:
         """How the plan reaches step *index*: ``root.param -> resolver.param -> ...``."""
@@ -98,7 +112,11 @@ class Plan:
 
     def source(self) -> str:
         """The Python source generated for this plan (what actually runs)."""
-        return self.code
+        from ._executor import generate
+
+        return "\n".join(
+            generate([self], *self._shape(), v, build=False)[0] for v in ("run", "resolve")
+        )
 
     def describe(self) -> str:
         """A readable text view: steps in order with scope, kind and sources."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 import types
 from collections.abc import Callable, Hashable
@@ -45,15 +44,9 @@ class Provider:
         return self.info.fn
 
 
-@functools.lru_cache(maxsize=4096)
-def _read_cached(key: Hashable, fn: Callable[..., Any]) -> FunctionInfo:
-    return read_function(fn)
-
-
 def read(fn: Callable[..., Any]) -> FunctionInfo:
-    """`read_function`, cached for plain functions (their identity is stable)."""
-    if isinstance(fn, types.FunctionType):
-        return _read_cached(fn, fn)
+    """`read_function`; not cached: a plan keeps only what its steps need, and a
+    registered provider keeps its own reading."""
     return read_function(fn)
 
 
