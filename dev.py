@@ -134,8 +134,8 @@ def action_check(args: list[str]) -> int:
     steps: list[tuple[str, list[str | Path]]] = [
         ("ruff check", [py, "-m", "ruff", "check"]),
         ("ruff format --check", [py, "-m", "ruff", "format", "--check"]),
-        ("mypy --strict src", [py, "-m", "mypy", "--strict", "src"]),
-        ("pyright src", [py, "-m", "pyright", "src"]),
+        ("mypy --strict src typing_tests", [py, "-m", "mypy", "--strict", "src", "typing_tests"]),
+        ("pyright src typing_tests", [py, "-m", "pyright", "src", "typing_tests"]),
     ]
     first_failure = 0
     for name, cmd in steps:

@@ -417,11 +417,14 @@ class Session:
         """Open a CALL scope inside this session; see `Call`."""
         return Call(self._container, self.live, values, asker, concurrent, rounds, answers, state)
 
-    async def run(self, fn: Callable[..., Awaitable[T]] | Callable[..., T], /, **kwargs: Any) -> T:
+    @overload
+    async def run(self, fn: Callable[..., Awaitable[T]], /, **kwargs: Any) -> T: ...
+    @overload
+    async def run(self, fn: Callable[..., T], /, **kwargs: Any) -> T: ...
+    async def run(self, fn: Callable[..., Any], /, **kwargs: Any) -> Any:
         """Like `Container.run`, with this session's SESSION values."""
         async with self.call() as call:
-            result: T = await call.run(fn, **kwargs)
-            return result
+            return await call.run(fn, **kwargs)
 
 
 class Call:
@@ -530,6 +533,12 @@ class Call:
             plan, self, args, self.values, container._app, self._session, concurrent=self.concurrent
         )
 
+    @overload
+    async def run(self, fn: Callable[..., Awaitable[T]], /, **kwargs: Any) -> T: ...
+    @overload
+    async def run(self, fn: Callable[..., T], /, **kwargs: Any) -> T: ...
+    @overload
+    async def run(self, fn: Plan, /, **kwargs: Any) -> Any: ...
     async def run(self, fn: Plan | Callable[..., Any], /, **kwargs: Any) -> Any:
         """Resolve *fn*'s dependencies in this call scope and call it."""
         plan = self._prepare(fn)
