@@ -17,12 +17,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import warnings
 from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import MCPDeprecationWarning
 from mcp.client import Client, ClientRequestContext
 from notes_server import server as notes
 
@@ -60,9 +58,6 @@ def quiet_logging() -> None:
     scopes.addHandler(ScopeLog())
     scopes.setLevel(logging.DEBUG)
     scopes.propagate = False
-    # The server also sends an MCP log message before asking; the SDK marks that feature
-    # deprecated from 2026-07-28 on, which is not what this demo is about.
-    warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 
 class ScriptedUser:

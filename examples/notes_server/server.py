@@ -86,7 +86,9 @@ def transaction(
 
 async def confirm_delete(note_id: int, ctx: Context) -> Elicit[Confirm]:
     """Ask the user before deleting (over whichever protocol the client speaks)."""
-    await ctx.info(f"asking to confirm deleting note {note_id}")
+    # Context reaches resolvers by type; MCP log messages are deprecated from 2026-07-28
+    # on, so this one logs on the server.
+    logger.info("request %s: asking to confirm deleting note %s", ctx.request_id, note_id)
     return Elicit(f"Delete note {note_id}?", Confirm)
 
 
