@@ -9,9 +9,17 @@ override the ``anyio_backend`` fixture locally.
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# CI replays the same examples on every run (a failure there is reproducible from the
+# log); a developer's run explores new ones and keeps failures in .hypothesis/.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 ANYIO_BACKENDS = [
     pytest.param("asyncio", id="asyncio"),
