@@ -2,7 +2,7 @@
 
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 
@@ -200,3 +200,31 @@ def test_not_callable_marker_target() -> None:
 
     with pytest.raises(InvalidSignature, match="not callable"):
         Container().compile(handler)
+
+
+async def test_a_wraps_decorator_around_a_generator_is_not_a_context_manager() -> None:
+    import functools
+
+    def logged(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    @logged
+    def numbers() -> Iterator[int]:
+        yield 1
+
+    @contextlib.contextmanager
+    def managed() -> Iterator[int]:
+        yield 2
+
+    async def handler(
+        a: Annotated[Iterator[int], Resolve(numbers)], b: Annotated[int, Resolve(managed)]
+    ) -> tuple[list[int], int]:
+        return list(a), b
+
+    container = Container()
+    # The wrapper returns a generator object without saying it is a resource: a value.
+    assert await container.run(handler) == ([1], 2)

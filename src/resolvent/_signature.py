@@ -159,6 +159,24 @@ _ASYNC_CMS = (contextlib.AbstractAsyncContextManager,)
 _SYNC_CMS = (contextlib.AbstractContextManager,)
 
 
+def _cm_factory_code(decorator: Any, sample: Any) -> Any:
+    return decorator(sample).__code__
+
+
+async def _sample_agen() -> AsyncIterator[None]:
+    yield None
+
+
+def _sample_gen() -> Iterator[None]:
+    yield None
+
+
+_CM_FACTORY_CODES: dict[Any, Kind] = {
+    _cm_factory_code(contextlib.asynccontextmanager, _sample_agen): Kind.ASYNC_CONTEXT_MANAGER,
+    _cm_factory_code(contextlib.contextmanager, _sample_gen): Kind.CONTEXT_MANAGER,
+}
+
+
 def _kind_and_provides(fn: Any, returns: Any) -> tuple[Kind, Any]:
     target = _unwrapped(fn)
     origin = get_origin(returns) or returns
@@ -166,13 +184,13 @@ def _kind_and_provides(fn: Any, returns: Any) -> tuple[Kind, Any]:
         return Kind.ASYNC_GENERATOR, _first_arg(returns)
     if inspect.isgeneratorfunction(target):
         return Kind.GENERATOR, _first_arg(returns)
-    wrapped = getattr(target, "__wrapped__", None)
-    if wrapped is not None and not _is_async_callable(target):
+    code = getattr(target, "__code__", None)
+    if code is not None and code in _CM_FACTORY_CODES:
         # @asynccontextmanager / @contextmanager: annotations are the generator's own.
-        if inspect.isasyncgenfunction(wrapped):
-            return Kind.ASYNC_CONTEXT_MANAGER, _first_arg(returns)
-        if inspect.isgeneratorfunction(wrapped):
-            return Kind.CONTEXT_MANAGER, _first_arg(returns)
+        # (Identified by contextlib's own wrapper code, not by any __wrapped__, so a
+        # functools.wraps decorator around a generator is not mistaken for one.)
+        kind = _CM_FACTORY_CODES[code]
+        return kind, _first_arg(returns)
     if not _is_async_callable(fn) and isinstance(origin, type):
         if issubclass(origin, _ASYNC_CMS):  # pyright: ignore[reportGeneralTypeIssues]
             return Kind.ASYNC_CONTEXT_MANAGER, _first_arg(returns)
