@@ -291,7 +291,7 @@ async def sample_cb(
 
 
 async def roots_cb(context: ClientRequestContext) -> types.ListRootsResult:
-    return types.ListRootsResult(roots=[types.Root(uri="file:///tmp/project")])  # type: ignore[arg-type]
+    return types.ListRootsResult(roots=[types.Root(uri="file:///srv/project")])  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("mode", MODES)
