@@ -54,7 +54,7 @@ class ScopeLog(logging.Handler):
 def quiet_logging() -> None:
     """Print the notes server's scope log; keep the SDK's own INFO logging quiet."""
     logging.getLogger().setLevel(logging.WARNING)
-    scopes = logging.getLogger(notes.__name__)
+    scopes = notes.logger
     scopes.addHandler(ScopeLog())
     scopes.setLevel(logging.DEBUG)
     scopes.propagate = False

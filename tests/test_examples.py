@@ -9,9 +9,9 @@ from pathlib import Path
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def run_example(name: str) -> str:
+def run_example(name: str, *args: str) -> str:
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLES / name)],
+        [sys.executable, str(EXAMPLES / name), *args],
         cwd=EXAMPLES.parent,
         capture_output=True,
         text=True,
@@ -87,6 +87,14 @@ def test_core_demo() -> None:
     assert lines[-1] == "done"
     # Teardown order inside call 1: the result is produced before the commit.
     assert out.index("booked for Ada") < out.index("commit ['Ada x2']")
+
+
+def test_notes_cli_reuses_the_server_providers_without_mcp() -> None:
+    out = run_example("notes_cli.py", "--yes", "buy milk", "call mum")
+    assert "added note 1 'buy milk' by writer-1" in out
+    assert "added note 2 'call mum' by writer-1" in out  # one SESSION for the whole run
+    assert "deleted note 1" in out
+    assert out.rstrip().endswith("2. call mum (writer-1)")
 
 
 def test_plain_anyio_on_both_backends() -> None:

@@ -7,81 +7,34 @@
 - CALL: a transaction per ``tools/call`` (committed on success, rolled back on error), and a
   confirmation question asked before anything is deleted.
 
-`create_server` builds a fresh server and container; the module-level ``server`` is one of
-them. Each scope logs its lifecycle at DEBUG level on this module's logger (the demo,
-``examples/demo.py``, prints those lines).
+The providers live in `providers.py`, free of MCP, and ``examples/notes_cli.py`` reuses
+them without any framework. `create_server` builds a fresh server and container; the
+module-level ``server`` is one of them. Each scope logs its lifecycle at DEBUG level on
+`logger` (the demo, ``examples/demo.py``, prints those lines).
 """
 
-import itertools
-import logging
 import sqlite3
-from collections.abc import Iterator
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from resolvent import Accepted, Container, Elicit, ElicitationResult, Resolve, Scope
 from resolvent.mcp import inject
 
-logger = logging.getLogger(__name__)
-_writers = itertools.count(1)
+from .providers import Confirm, Note, database, logger, transaction, writer
 
-
-def _log(scope: str, message: str) -> None:
-    logger.debug(message, extra={"scope": scope})
-
-
-class Note(BaseModel):
-    """One stored note."""
-
-    id: int
-    text: str
-    author: str
-
-
-class Confirm(BaseModel):
-    """The answer to a confirmation question."""
-
-    confirm: bool = Field(description="Really do it?")
-
-
-def database() -> Iterator[sqlite3.Connection]:
-    """The embedded database: one connection for the server's lifetime."""
-    db = sqlite3.connect(":memory:", check_same_thread=False)
-    db.execute("create table notes (id integer primary key, text text, author text)")
-    _log("APP", "database opened (sqlite, in memory)")
-    try:
-        yield db
-    finally:
-        db.close()
-        _log("APP", "database closed")
-
-
-def writer() -> Iterator[str]:
-    """Who is writing: a fresh identity per MCP session."""
-    name = f"writer-{next(_writers)}"
-    _log("SESSION", f"{name} signed in")
-    try:
-        yield name
-    finally:
-        _log("SESSION", f"{name} signed out")
-
-
-def transaction(
-    db: Annotated[sqlite3.Connection, Resolve(database)],
-) -> Iterator[sqlite3.Connection]:
-    """One transaction per call: commit when the tool succeeds, roll back when it fails."""
-    _log("CALL", "transaction begun")
-    try:
-        yield db
-    except BaseException as exc:
-        db.rollback()
-        _log("CALL", f"transaction rolled back ({type(exc).__name__})")
-        raise
-    db.commit()
-    _log("CALL", "transaction committed")
+__all__ = (
+    "Confirm",
+    "Note",
+    "create_server",
+    "database",
+    "logger",
+    "server",
+    "transaction",
+    "writer",
+)
 
 
 async def confirm_delete(note_id: int, ctx: Context) -> Elicit[Confirm]:
