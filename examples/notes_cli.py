@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 import anyio
-from notes_server.providers import Confirm, Note, database, transaction, writer
+from notes_server.providers import Confirm, add_note, database, list_notes, transaction, writer
 from pydantic import BaseModel
 
 from resolvent import (
@@ -34,21 +34,6 @@ container = Container()
 container.provide(database, scope=Scope.APP, inline=True)
 container.provide(writer, scope=Scope.SESSION, inline=True)
 container.provide(transaction, inline=True)
-
-
-async def add(
-    text: str,
-    tx: Annotated[sqlite3.Connection, Resolve(transaction)],
-    author: Annotated[str, Resolve(writer)],
-) -> Note:
-    cursor = tx.execute("insert into notes (text, author) values (?, ?)", (text, author))
-    assert cursor.lastrowid is not None
-    return Note(id=cursor.lastrowid, text=text, author=author)
-
-
-async def notes(db: Annotated[sqlite3.Connection, Resolve(database)]) -> list[Note]:
-    rows = db.execute("select id, text, author from notes order by id").fetchall()
-    return [Note(id=i, text=t, author=a) for i, t, a in rows]
 
 
 async def confirm_delete(note_id: int) -> Elicit[Confirm]:
@@ -87,11 +72,11 @@ def terminal_asker(assume_yes: bool) -> Asker:
 async def main(texts: list[str], assume_yes: bool) -> None:
     async with container, container.session() as session:
         for text in texts or ["buy milk", "call mum"]:
-            note = await session.run(add, text=text)
+            note = await session.run(add_note, text=text)
             print(f"added note {note.id} {note.text!r} by {note.author}")
         async with session.call(asker=terminal_asker(assume_yes)) as call:
             print(await call.run(delete, note_id=1))
-        for note in await session.run(notes):
+        for note in await session.run(list_notes):
             print(f"  {note.id}. {note.text} ({note.author})")
 
 

@@ -1,5 +1,6 @@
-"""The notes providers, with no framework in sight: the MCP server and the command-line
-example (``examples/notes_cli.py``) both use them.
+"""The notes providers and the plain functions that use them, with no framework in sight:
+the MCP server serves `add_note` and `list_notes` as tools, and the command-line example
+(``examples/notes_cli.py``) calls them directly.
 
 - APP: one embedded SQLite database (stdlib ``sqlite3``), opened lazily on first use.
 - SESSION: a writer identity.
@@ -75,3 +76,20 @@ def transaction(
         raise
     db.commit()
     _log("CALL", "transaction committed")
+
+
+async def add_note(
+    text: Annotated[str, Field(description="What to remember")],
+    tx: Annotated[sqlite3.Connection, Resolve(transaction)],
+    author: Annotated[str, Resolve(writer)],
+) -> Note:
+    """Store a note and return it."""
+    cursor = tx.execute("insert into notes (text, author) values (?, ?)", (text, author))
+    assert cursor.lastrowid is not None
+    return Note(id=cursor.lastrowid, text=text, author=author)
+
+
+async def list_notes(db: Annotated[sqlite3.Connection, Resolve(database)]) -> list[Note]:
+    """Every stored note, oldest first."""
+    rows = db.execute("select id, text, author from notes order by id").fetchall()
+    return [Note(id=i, text=t, author=a) for i, t, a in rows]

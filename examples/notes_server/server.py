@@ -18,18 +18,19 @@ from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
 
 from resolvent import Accepted, Container, Elicit, ElicitationResult, Resolve, Scope
 from resolvent.mcp import inject
 
-from .providers import Confirm, Note, database, logger, transaction, writer
+from .providers import Confirm, Note, add_note, database, list_notes, logger, transaction, writer
 
 __all__ = (
     "Confirm",
     "Note",
+    "add_note",
     "create_server",
     "database",
+    "list_notes",
     "logger",
     "server",
     "transaction",
@@ -43,23 +44,6 @@ async def confirm_delete(note_id: int, ctx: Context) -> Elicit[Confirm]:
     # on, so this one logs on the server.
     logger.info("request %s: asking to confirm deleting note %s", ctx.request_id, note_id)
     return Elicit(f"Delete note {note_id}?", Confirm)
-
-
-async def add_note(
-    text: Annotated[str, Field(description="What to remember")],
-    tx: Annotated[sqlite3.Connection, Resolve(transaction)],
-    author: Annotated[str, Resolve(writer)],
-) -> Note:
-    """Store a note and return it."""
-    cursor = tx.execute("insert into notes (text, author) values (?, ?)", (text, author))
-    assert cursor.lastrowid is not None
-    return Note(id=cursor.lastrowid, text=text, author=author)
-
-
-async def list_notes(db: Annotated[sqlite3.Connection, Resolve(database)]) -> list[Note]:
-    """Every stored note, oldest first."""
-    rows = db.execute("select id, text, author from notes order by id").fetchall()
-    return [Note(id=i, text=t, author=a) for i, t, a in rows]
 
 
 async def delete_note(
