@@ -495,10 +495,6 @@ class Call:
         elif exits:
             settle(exc, await close_resources(exits, exc))
 
-    async def close(self, exc: BaseException | None = None) -> None:
-        """Close this call's resources now (used by integrations)."""
-        await self.__aexit__(None, exc, None)
-
     def _prepare(self, target: Plan | Callable[..., Any]) -> Plan:
         container = self._container
         plan = container._current(target) if isinstance(target, Plan) else container.compile(target)

@@ -564,39 +564,38 @@ def generate(
         if step.may_ask:
             body.append((f"if {v}.__class__ in QT: {v} = await ask(call, {s}, {v})", step.index))
 
-    root_kwargs = ", ".join(f"{i.name}={_expr(w, i, steps, root_name)}" for i in inputs)
-    results = "{" + ", ".join(f"{i.name!r}: {_expr(w, i, steps, root_name)}" for i in inputs) + "}"
     call_steps = [s for s in steps if s.scope is Scope.CALL]
 
     for line, index in block_defs:  # map a failure inside a block to its own step
         w.emit(line, index)
-    if True:
-        w.emit(f"async def {variant}(args, values, call, app, session, body):")
-        w.emit("    try:")
-        opened = len(w.lines)
-        if Scope.APP in scopes:
-            w.emit("        app_cache = app.cache")
-        if Scope.SESSION in scopes:
-            w.emit("        session_cache = session.cache")
-        if call_resources:
-            w.emit("        exits = call.exits")
-        for text, index in body:
-            w.emit(f"        {text}", index)
-        if call_steps:  # a call scope reused for another plan must not run these again
-            record = ", ".join(f"{w.const('K', s.key)}: v{s.index}" for s in call_steps)
-            w.emit(f"        if call is not None: call.cache.update({{{record}}})")
-        if variant == "resolve":
-            w.emit(f"        return {results}")
-        if len(w.lines) == opened:  # no steps (a tool that only takes Context): empty try
-            w.emit("        pass")
-        w.emit("    except BaseException as exc:")
-        w.emit("        error = fail(exc, PLAN[0], LINES, args, values)")
-        w.emit("        if error is exc: raise")
-        w.emit("        raise error from exc")
-        if variant == "run":
-            spread = f"**args, {root_kwargs}" if root_kwargs else "**args"
-            awaiting = "await " if root_is_async else ""
-            w.emit(f"    return {awaiting}body({spread})")
+    w.emit(f"async def {variant}(args, values, call, app, session, body):")
+    w.emit("    try:")
+    opened = len(w.lines)
+    if Scope.APP in scopes:
+        w.emit("        app_cache = app.cache")
+    if Scope.SESSION in scopes:
+        w.emit("        session_cache = session.cache")
+    if call_resources:
+        w.emit("        exits = call.exits")
+    for text, index in body:
+        w.emit(f"        {text}", index)
+    if call_steps:  # a call scope reused for another plan must not run these again
+        record = ", ".join(f"{w.const('K', s.key)}: v{s.index}" for s in call_steps)
+        w.emit(f"        if call is not None: call.cache.update({{{record}}})")
+    if variant == "resolve":
+        results = ", ".join(f"{i.name!r}: {_expr(w, i, steps, root_name)}" for i in inputs)
+        w.emit(f"        return {{{results}}}")
+    if len(w.lines) == opened:  # no steps (a tool that only takes Context): empty try
+        w.emit("        pass")
+    w.emit("    except BaseException as exc:")
+    w.emit("        error = fail(exc, PLAN[0], LINES, args, values)")
+    w.emit("        if error is exc: raise")
+    w.emit("        raise error from exc")
+    if variant == "run":
+        root_kwargs = ", ".join(f"{i.name}={_expr(w, i, steps, root_name)}" for i in inputs)
+        spread = f"**args, {root_kwargs}" if root_kwargs else "**args"
+        awaiting = "await " if root_is_async else ""
+        w.emit(f"    return {awaiting}body({spread})")
     source = "\n".join(w.lines) + "\n"
     if not build:
         return source, None
