@@ -1,7 +1,9 @@
-"""`inject`: turn a function with resolvent dependencies into an MCPServer tool function.
+"""`inject`: turn a function with resolvent dependencies into an MCPServer tool, prompt or
+resource function.
 
-The wrapper shows the SDK only the caller-facing parameters (and a `Context` parameter),
-compiles the dependency graph once, and on every ``tools/call``:
+The wrapper shows the SDK only the caller-facing parameters (and a `Context` parameter when
+the plan needs the request), compiles the dependency graph once, and on every
+``tools/call``, ``prompts/get`` or ``resources/read``:
 
 1. picks the SESSION scope (the connection's, a keyed one, or one for this request);
 2. opens a CALL scope with the request's `Context` as a framework value;
@@ -26,7 +28,8 @@ from typing import Any, TypeVar
 import anyio.to_thread
 import mcp_types as types
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import is_version_at_least
 from pydantic import ValidationError
@@ -82,7 +85,7 @@ def inject(
     max_sessions: int | None = None,
     session_idle_timeout: float | None = None,
 ) -> Callable[[F], F]:
-    """Make *fn*'s resolvent dependencies work as an MCPServer tool.
+    """Make *fn*'s resolvent dependencies work as an MCPServer tool, prompt or resource.
 
     ```python
     @server.tool()
@@ -90,10 +93,12 @@ def inject(
     async def add_note(text: str, db: Annotated[Db, Resolve(db)], ctx: Context) -> str: ...
     ```
 
-    The tool advertises only its caller-facing parameters; injected ones are resolved per
-    ``tools/call`` (CALL scope), per MCP session (SESSION scope) or once for the server
-    lifespan (APP scope: pass ``lifespan=container.lifespan`` to `MCPServer`). `Context`
-    reaches the tool and any resolver by type. Questions (`Elicit`, `Sample`, `ListRoots`)
+    Put it under ``@server.tool()``, ``@server.prompt()`` or ``@server.resource(uri)``.
+    The handler advertises only its caller-facing parameters; injected ones are resolved
+    per ``tools/call``, ``prompts/get`` or ``resources/read`` (CALL scope), per MCP
+    session (SESSION scope) or once for the server lifespan (APP scope: pass
+    ``lifespan=container.lifespan`` to `MCPServer`). `Context` reaches the handler and any
+    resolver by type. Questions (`Elicit`, `Sample`, `ListRoots`)
     are asked over the protocol the session negotiated.
 
     Args:
@@ -140,6 +145,9 @@ class _Tool:
         self._flags(plan)
         self.ctx_name = _context_name(plan)
         self.ctx_declared = self.ctx_name in {i.name for i in plan.inputs}
+        # A handler that needs nothing from the request takes no Context: the SDK refuses
+        # one on a static resource, which is called with no arguments at all.
+        self.takes_ctx = Context in plan.value_types or self.asks or self.uses_session
         self.wrapper = self._make_wrapper(plan)
 
     def _flags(self, plan: Plan) -> None:
@@ -162,12 +170,13 @@ class _Tool:
             )
             for name in plan.arguments
         ]
-        ctx_annotation = hints.get(self.ctx_name, Context) if self.ctx_declared else Context
-        params.append(
-            inspect.Parameter(
-                self.ctx_name, inspect.Parameter.KEYWORD_ONLY, annotation=ctx_annotation
+        if self.takes_ctx:
+            ctx_annotation = hints.get(self.ctx_name, Context) if self.ctx_declared else Context
+            params.append(
+                inspect.Parameter(
+                    self.ctx_name, inspect.Parameter.KEYWORD_ONLY, annotation=ctx_annotation
+                )
             )
-        )
         returns = hints.get("return", inspect.Signature.empty)
         run = self.run
 
@@ -189,8 +198,8 @@ class _Tool:
         return wrapper
 
     async def run(self, kwargs: dict[str, Any]) -> Any:
-        """One ``tools/call`` (one round of it, on 2026-07-28)."""
-        ctx: Context[Any, Any] = kwargs.pop(self.ctx_name)
+        """One ``tools/call``, ``prompts/get`` or ``resources/read`` (one round of it)."""
+        ctx: Context[Any, Any] | None = kwargs.pop(self.ctx_name, None)
         container = self.container
         plan = container.compile(self.fn)
         if plan is not self.plan:
@@ -200,6 +209,9 @@ class _Tool:
             if self.needs_app:
                 container._check_scopes(plan, None)
             return await plan.run_fn(kwargs, {Context: ctx}, None, container._app, None, self.fn)
+        if ctx is None:  # needs nothing from the request: no questions, no SESSION
+            call = container.call()
+            return await self._run_call(call, ctx, plan, kwargs, False)
         modern = _uses_input_required(ctx.protocol_version)
         rounds = modern and self.asks
         answers: dict[str, Any] | None = None
@@ -219,7 +231,7 @@ class _Tool:
                 return await self._run_call(call, ctx, plan, kwargs, modern)
             return await self._run_in_session(ctx, plan, kwargs, modern, answers, state)
         except (NotAccepted, InvalidAnswer) as exc:
-            raise ToolError(str(exc)) from None
+            raise _refusal(ctx, str(exc)) from None
 
     async def _run_in_session(
         self,
@@ -255,9 +267,14 @@ class _Tool:
             self.table.release(entry)
 
     async def _run_call(
-        self, call: Any, ctx: Context[Any, Any], plan: Plan, kwargs: dict[str, Any], modern: bool
+        self,
+        call: Any,
+        ctx: Context[Any, Any] | None,
+        plan: Plan,
+        kwargs: dict[str, Any],
+        modern: bool,
     ) -> Any:
-        if self.asks and not modern:
+        if self.asks and not modern and ctx is not None:
             call.answerer = functools.partial(_ask_over_back_channel, ctx)
         async with call:
             try:
@@ -266,8 +283,19 @@ class _Tool:
                 injected = await call.resolve(plan, kwargs)
             except InputRequired as pending:
                 # Not a failure: this round ends cleanly and its resources close normally.
+                assert ctx is not None  # a plan that asks always takes the Context
                 return _input_required(ctx, pending)
             return await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs, **injected))
+
+
+def _refusal(ctx: Context[Any, Any], text: str) -> Exception:
+    """The error whose *text* the SDK shows the client for this kind of request."""
+    method = ctx.request_context.method
+    if method == "prompts/get":  # the SDK hides every prompt failure but MCPError
+        return MCPError(code=types.INVALID_PARAMS, message=text)
+    if method == "resources/read":
+        return ResourceError(text)
+    return ToolError(text)
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
