@@ -22,7 +22,20 @@ from . import extras, report, scenarios
 from .runner import Progress, Scenario, Settings, run_scenario
 
 RESULTS = Path(__file__).resolve().parent / "results"
-PACKAGES = ("resolvent", "mcp", "dishka", "wireup", "fast-depends", "anyio")
+PACKAGES = (
+    "resolvent",
+    "mcp",
+    "dishka",
+    "wireup",
+    "fast-depends",
+    "diwire",
+    "that-depends",
+    "svcs",
+    "modern-di",
+    "fastmcp",
+    "uncalled-for",
+    "anyio",
+)
 
 
 def _git() -> str:

@@ -344,6 +344,245 @@ async def fast_depends(graph: Graph, stack: contextlib.AsyncExitStack) -> Instan
     return _instance(ns, once)
 
 
+# --- diwire --------------------------------------------------------------------------------
+
+
+def _shared_within_call(graph: Graph) -> bool:
+    """Whether some per-call resolver feeds more than one other resolver."""
+    uses = [0] * len(graph.nodes)
+    for node in graph.nodes:
+        for j in node.deps:
+            uses[j] += 1
+    return any(u > 1 and not graph.nodes[j].app for j, u in enumerate(uses))
+
+
+async def diwire(graph: Graph, stack: contextlib.AsyncExitStack) -> Instance | str:
+    if "sync" in graph.kinds and graph.threaded:
+        return "runs sync factories inline only"
+    if graph.concurrent:
+        return "resolves sequentially only"
+    import contextvars
+
+    from diwire import (
+        Container,
+        DependencyRegistrationPolicy,
+        Lifetime,
+        LockMode,
+        MissingPolicy,
+        Scope,
+    )
+
+    ns = _typed_namespace(graph)
+    # diwire 1.5 has no per-scope context values: the call argument reaches the graph
+    # through a ContextVar set around each call, read by a REQUEST-scoped factory.
+    current = contextvars.ContextVar[str]("user_id")
+    ns["current_user"] = current
+    src = _typed_sources(graph)
+    src.append("def user_id_factory() -> UserId:\n    return current_user.get()\n")
+    _exec("\n".join(src), ns, "diwire")
+    # No locks (one event loop, no threads) and strict registration: diwire's fastest setup.
+    container = Container(
+        lock_mode=LockMode.NONE,
+        missing_policy=MissingPolicy.ERROR,
+        dependency_registration_policy=DependencyRegistrationPolicy.IGNORE,
+    )
+    for i, node in enumerate(graph.nodes):
+        fn = ns[f"n{i}"]
+        scope = Scope.APP if node.app else Scope.REQUEST
+        if node.kind == "agen":
+            # The benchmark's resource body has no try/finally (the same body for all).
+            container.add_generator(
+                fn,
+                provides=ns[f"T{i}"],
+                scope=scope,
+                lifetime=Lifetime.SCOPED,
+                require_generator_finally=False,
+            )
+        else:
+            container.add_factory(fn, provides=ns[f"T{i}"], scope=scope, lifetime=Lifetime.SCOPED)
+    container.add_factory(
+        ns["user_id_factory"], provides=ns["UserId"], scope=Scope.REQUEST, lifetime=Lifetime.SCOPED
+    )
+    resolver = container.compile()
+    stack.push_async_callback(resolver.aclose)
+    root = ns[f"T{graph.root}"]
+    user_id = ns["UserId"](USER_ID)
+    enter = resolver.enter_scope
+
+    async def handler(user_id: str, r: Any) -> Any:
+        return r
+
+    async def once() -> Any:
+        token = current.set(user_id)
+        try:
+            async with enter(Scope.REQUEST) as request:
+                r = await request.aresolve(root)
+                return await handler(user_id=user_id, r=r)
+        finally:
+            current.reset(token)
+
+    return _instance(ns, once)
+
+
+# --- that-depends --------------------------------------------------------------------------
+
+
+async def that_depends(graph: Graph, stack: contextlib.AsyncExitStack) -> Instance | str:
+    if "sync" in graph.kinds and graph.threaded:
+        return "runs sync factories inline only"
+    if graph.concurrent:
+        return "resolves sequentially only"
+    if _shared_within_call(graph):
+        return "factories are not cached within a call (a shared dependency runs once per use)"
+    from that_depends import ContextScopes, container_context, fetch_context_item, providers
+
+    ns = _namespace(graph)
+    src = [node_source(i, n, lambda j: f"d{j}", "user_id", "") for i, n in enumerate(graph.nodes)]
+    _exec("\n".join(src), ns, "that-depends")
+    user = providers.Factory(fetch_context_item, "user_id")
+    made: list[Any] = []
+    for i, node in enumerate(graph.nodes):
+        fn = ns[f"n{i}"]
+        kwargs: dict[str, Any] = {f"d{j}": made[j] for j in node.deps}
+        if node.arg:
+            kwargs["user_id"] = user
+        if node.app:
+            made.append(providers.AsyncSingleton(fn, **kwargs))
+            stack.push_async_callback(made[-1].tear_down)
+        elif node.kind == "agen":
+            made.append(
+                providers.ContextResource(fn, **kwargs).with_config(scope=ContextScopes.REQUEST)
+            )
+        elif node.kind == "sync":
+            made.append(providers.Factory(fn, **kwargs))
+        else:
+            made.append(providers.AsyncFactory(fn, **kwargs))
+    root = made[graph.root]
+    resources = [p for p, n in zip(made, graph.nodes, strict=True) if n.kind == "agen"]
+    context = {"user_id": USER_ID}
+
+    async def handler(user_id: str, r: Any) -> Any:
+        return r
+
+    async def once() -> Any:
+        async with container_context(
+            *resources, global_context=context, scope=ContextScopes.REQUEST
+        ):
+            r = await root.resolve()
+            return await handler(user_id=USER_ID, r=r)
+
+    return _instance(ns, once)
+
+
+# --- svcs ----------------------------------------------------------------------------------
+
+
+async def svcs_(graph: Graph, stack: contextlib.AsyncExitStack) -> Instance | str:
+    if graph.has_app:
+        return "no APP scope (registry values are built up front, not on first use)"
+    if "sync" in graph.kinds and graph.threaded:
+        return "runs sync factories inline only"
+    if graph.concurrent:
+        return "resolves sequentially only"
+    import svcs
+
+    ns = _typed_namespace(graph)
+    _exec("\n".join(_typed_sources(graph)), ns, "svcs")
+    registry = svcs.Registry()
+    stack.push_async_callback(registry.aclose)
+    for i, node in enumerate(graph.nodes):
+        fn = ns[f"n{i}"]
+        if node.kind == "agen":
+            fn = contextlib.asynccontextmanager(fn)
+        registry.register_factory(ns[f"T{i}"], svcs.aautowire(fn))
+    root = ns[f"T{graph.root}"]
+    user_type = ns["UserId"]
+    user_id = user_type(USER_ID)
+    container_type = svcs.Container
+
+    async def handler(user_id: str, r: Any) -> Any:
+        return r
+
+    async def once() -> Any:
+        async with container_type(registry) as container:
+            container.register_local_value(user_type, user_id)
+            r = await container.aget(root)
+            return await handler(user_id=user_id, r=r)
+
+    return _instance(ns, once)
+
+
+# --- modern-di -----------------------------------------------------------------------------
+
+
+async def modern_di(graph: Graph, stack: contextlib.AsyncExitStack) -> Instance | str:
+    if graph.kinds != {"sync"}:
+        return "sync creators only (an async creator raises AsyncCreatorError)"
+    if graph.threaded:
+        return "runs sync creators inline only"
+    from modern_di import Container, Scope, providers
+
+    ns = _typed_namespace(graph)
+    _exec("\n".join(_typed_sources(graph)), ns, "modern-di")
+    user_type = ns["UserId"]
+    found: list[Any] = [providers.ContextProvider(scope=Scope.REQUEST, context_type=user_type)]
+    for i, node in enumerate(graph.nodes):
+        scope = Scope.APP if node.app else Scope.REQUEST
+        found.append(providers.Factory(scope=scope, creator=ns[f"n{i}"], cache=True))
+    container = Container(scope=Scope.APP)
+    container.add_providers(*found)
+    stack.callback(container.close_sync)
+    root = ns[f"T{graph.root}"]
+    user_id = user_type(USER_ID)
+    context = {user_type: user_id}
+    child = container.build_child_container
+
+    async def handler(user_id: str, r: Any) -> Any:
+        return r
+
+    async def once() -> Any:
+        with child(scope=Scope.REQUEST, context=context) as request:
+            r = request.resolve(root)
+            return await handler(user_id=user_id, r=r)
+
+    return _instance(ns, once)
+
+
+# --- FastMCP Depends (uncalled-for) ------------------------------------------------------------
+
+
+async def fastmcp_depends(graph: Graph, stack: contextlib.AsyncExitStack) -> Instance | str:
+    if graph.has_app:
+        return "no APP scope"
+    if "sync" in graph.kinds and graph.threaded:
+        return "runs sync dependencies inline only"
+    if graph.concurrent:
+        return "resolves sequentially only"
+    from fastmcp.dependencies import Depends
+    from fastmcp.server.dependencies import without_injected_parameters
+    from uncalled_for import CallArgument
+
+    ns = _namespace(
+        graph, Depends=Depends, CallArgument=CallArgument, acm=contextlib.asynccontextmanager
+    )
+    # A resource is an async context manager factory (FastMCP documents
+    # @asynccontextmanager; a bare async generator would be injected as the generator).
+    src = [
+        ("@acm\n" if n.kind == "agen" else "")
+        + node_source(i, n, lambda j: f"d{j}=Depends(n{j})", "user_id=CallArgument()", "")
+        for i, n in enumerate(graph.nodes)
+    ]
+    src.append(f"async def handler(user_id: str, r=Depends(n{graph.root})):\n    return r\n")
+    _exec("\n".join(src), ns, "fastmcp")
+    # The wrapper FastMCP builds around a tool function: resolve, call, tear down.
+    tool = without_injected_parameters(ns["handler"])
+
+    def once() -> Awaitable[Any]:
+        return tool(user_id=USER_ID)  # type: ignore[no-any-return]
+
+    return _instance(ns, once)
+
+
 IMPLEMENTATIONS: dict[str, Builder] = {
     "hand-written": handwritten,
     "resolvent": resolvent,
@@ -351,6 +590,11 @@ IMPLEMENTATIONS: dict[str, Builder] = {
     "dishka": dishka,
     "wireup": wireup,
     "fast-depends": fast_depends,
+    "diwire": diwire,
+    "that-depends": that_depends,
+    "svcs": svcs_,
+    "modern-di": modern_di,
+    "fastmcp": fastmcp_depends,
 }
 
 

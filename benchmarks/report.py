@@ -6,7 +6,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-IMPL_ORDER = ("hand-written", "resolvent", "mcp-sdk", "dishka", "wireup", "fast-depends")
+IMPL_ORDER = (
+    "hand-written",
+    "resolvent",
+    "mcp-sdk",
+    "dishka",
+    "wireup",
+    "fast-depends",
+    "diwire",
+    "that-depends",
+    "svcs",
+    "modern-di",
+    "fastmcp",
+)
 
 
 def _us(value: float) -> str:

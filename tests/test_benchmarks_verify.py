@@ -20,6 +20,11 @@ if str(ROOT) not in sys.path:
 pytest.importorskip("dishka")
 pytest.importorskip("wireup")
 pytest.importorskip("fast_depends")
+pytest.importorskip("diwire")
+pytest.importorskip("that_depends")
+pytest.importorskip("svcs")
+pytest.importorskip("modern_di")
+pytest.importorskip("fastmcp")
 pytest.importorskip("mcp")
 
 from benchmarks import graphs, impls  # noqa: E402
@@ -51,6 +56,21 @@ NOT_APPLICABLE = {
     ("dishka", "S8 concurrent"),
     ("wireup", "S5 thread"),
     ("wireup", "S8 concurrent"),
+    ("diwire", "S5 thread"),
+    ("diwire", "S8 concurrent"),
+    # Plain factories are not cached within a call: a shared dependency would run twice.
+    ("that-depends", "S2"),
+    ("that-depends", "S5 inline"),
+    ("that-depends", "S5 thread"),
+    ("that-depends", "S8 concurrent"),
+    ("svcs", "S4"),
+    ("svcs", "S5 thread"),
+    ("svcs", "S8 concurrent"),
+    # modern-di 4 takes sync creators only.
+    *(("modern-di", key) for key in GRAPHS if key != "S5 inline"),
+    ("fastmcp", "S4"),
+    ("fastmcp", "S5 thread"),
+    ("fastmcp", "S8 concurrent"),
 }
 
 
