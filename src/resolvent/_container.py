@@ -29,7 +29,7 @@ from ._plan import Plan, Step
 from ._questions import Asker
 from ._registry import Registry, read, resolver_key
 from ._scopes import Exits, LiveScope, Scope, close_resources, settle
-from ._signature import Kind
+from ._signature import Kind, type_name
 
 __all__ = ("Call", "Container", "Session")
 
@@ -130,14 +130,28 @@ class Container:
         self._invalidate()
         return fn
 
+    @overload
+    def provider(self, fn: F, /) -> F: ...
+    @overload
+    def provider(
+        self, /, *, scope: Scope = Scope.CALL, provides: Any = None, inline: bool = False
+    ) -> Callable[[F], F]: ...
     def provider(
         self,
+        fn: F | None = None,
+        /,
         *,
         scope: Scope = Scope.CALL,
         provides: Any = None,
         inline: bool = False,
-    ) -> Callable[[F], F]:
-        """Decorator form of `provide`: ``@container.provider(scope=Scope.APP)``."""
+    ) -> F | Callable[[F], F]:
+        """Decorator form of `provide`: ``@container.provider(scope=Scope.APP)``.
+
+        Without arguments both ``@container.provider`` and ``@container.provider()``
+        register a CALL-scoped provider.
+        """
+        if fn is not None:
+            return self.provide(fn)
 
         def register(fn: F) -> F:
             return self.provide(fn, scope=scope, provides=provides, inline=inline)
@@ -276,7 +290,8 @@ class Container:
 
         Raises:
             ResolventError: the container is not open and *fn* needs APP values, or
-                *fn* needs a SESSION value (use `session`).
+                *fn* needs a SESSION value (use `session`) or a framework value (use
+                `call(values=...)`).
         """
         try:
             plan = self._ready.get(fn)
@@ -296,6 +311,8 @@ class Container:
     async def _run(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         plan = self.compile(fn)
         self._check_scopes(plan, None)
+        if plan.value_types:
+            self._refuse_values(plan)
         if self.concurrent or self.call_timeout is not None:
             async with self.call() as call:
                 return await call.run(plan, **kwargs)
@@ -311,11 +328,30 @@ class Container:
         async with Call(self, None, None, None, False, False, None, None) as call:
             return await plan.run_fn(kwargs, EMPTY, call, self._app, None, plan.fn)
 
+    def _refuse_values(self, plan: Plan) -> None:
+        """`run` supplies no framework values: say which parameter needs one, and how."""
+        wanted = [(plan.name, item) for item in plan.inputs if item.source == "value"]
+        wanted += [
+            (s.name, item) for s in plan.steps for item in s.inputs if item.source == "value"
+        ]
+        consumer, item = wanted[0]
+        name = type_name(item.value_type)
+        raise ResolventError(
+            f"parameter {item.name!r} of {consumer} needs the framework value {name}, and "
+            "container.run(...) supplies no framework values.\n"
+            f"  fix: `async with container.call(values={{{name}: ...}}) as call: "
+            f"await call.run({plan.name.rpartition('.')[2]}, ...)`"
+        )
+
     def _check_scopes(self, plan: Plan, session: LiveScope | None) -> None:
         if self._app is None and plan.scopes - {Scope.CALL}:
+            shared = [s for s in plan.steps if s.scope is not Scope.CALL]
+            names = ", ".join(f"{s.name} ({s.scope.name})" for s in shared)
             raise ResolventError(
-                f"{plan.name} needs APP-scoped values but the container is not open.\n"
+                f"{plan.name} needs shared values ({names}) but the container is not open "
+                "(never opened, or already closed).\n"
                 "  fix: run it inside `async with container:` (or the server lifespan)"
+                + ("" if Scope.SESSION not in plan.scopes else ", in a container.session()")
             )
         if session is None and Scope.SESSION in plan.scopes:
             names = ", ".join(s.name for s in plan.steps if s.scope is Scope.SESSION)

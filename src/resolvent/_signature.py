@@ -10,6 +10,8 @@ import contextlib
 import enum
 import functools
 import inspect
+import re
+import sys
 import types
 import typing
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
@@ -237,6 +239,49 @@ def _may_ask(fn: Any, provides: Any) -> tuple[bool, Any]:
     return True, typing.Union[tuple(rest)]  # noqa: UP007
 
 
+def _is_marker_class(obj: Any) -> bool:
+    return isinstance(obj, type) and obj in RESOLVE_MARKERS
+
+
+def _is_marker(obj: Any) -> bool:
+    return type(obj) in RESOLVE_MARKERS
+
+
+def _written_type(annotation: Any) -> str:
+    return "T" if annotation is NO_DEFAULT else type_name(annotation)
+
+
+def _written_marker(marker: Any) -> str:
+    fn = getattr(marker, "fn", None)
+    return "Resolve(fn)" if fn is None else f"Resolve({getattr(fn, '__name__', 'fn')})"
+
+
+def _misplaced_marker(fn: Callable[..., Any], name: str) -> None:
+    """Refuse markers written where they are never read: ``x: Resolve(fn)``, ``x: Resolve``.
+
+    Checked on the raw annotations, before they are evaluated (a string annotation
+    ``"Resolve(fn)"`` would otherwise fail with an unrelated message).
+    """
+    target: Any = fn.__init__ if inspect.isclass(fn) else _unwrapped(fn)
+    raw = getattr(target, "__annotations__", None)
+    if not isinstance(raw, dict):
+        return
+    names = "|".join(re.escape(cls.__name__) for cls in RESOLVE_MARKERS)
+    for param, annotation in typing.cast(dict[str, Any], raw).items():
+        if param == "return":
+            continue
+        written = isinstance(annotation, str) and re.fullmatch(
+            rf"\s*(?:\w+\.)*(?:{names})\s*(?:\(.*\))?\s*", annotation, re.DOTALL
+        )
+        if written or _is_marker(annotation) or _is_marker_class(annotation):
+            raise InvalidSignature(
+                f"parameter {param!r} of {name} is annotated with the marker itself "
+                f"({annotation if isinstance(annotation, str) else repr(annotation)}); "
+                "a marker is read only inside Annotated.\n"
+                f"  fix: `{param}: Annotated[T, Resolve(fn)]`, with T the type it receives"
+            )
+
+
 def _marker_of(annotation: Any) -> Resolve | None:
     if get_origin(annotation) is not Annotated:
         return None
@@ -274,6 +319,31 @@ def outcome_family(type_arg: Any) -> OutcomeFamily | None:
     return None
 
 
+def _marker_of_safe(annotation: Any) -> Resolve | None:
+    try:
+        return _marker_of(annotation)
+    except ValueError:
+        return None
+
+
+def _pydantic_model(fn: Any, name: str) -> None:
+    """Refuse a pydantic model with required fields as a provider: its fields are not
+    dependencies, so resolving them would fail later with an unrelated message."""
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or not inspect.isclass(fn) or not issubclass(fn, pydantic.BaseModel):
+        return
+    fields: dict[str, Any] = getattr(fn, "model_fields", {})
+    required = [field for field, info in fields.items() if info.is_required()]
+    if not required:
+        return
+    raise InvalidSignature(
+        f"{name} is a pydantic model with required fields ({', '.join(required)}); "
+        "resolvent does not build models field by field.\n"
+        f"  fix: to ask the user, write a resolver returning `Elicit(message, {fn.__name__})`; "
+        f"to build it from other values, write a function that returns a {fn.__name__}"
+    )
+
+
 def read_function(fn: Callable[..., Any]) -> FunctionInfo:
     """Read *fn* once: classify what can be classified without the graph.
 
@@ -284,6 +354,8 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
     if not callable(fn):
         raise InvalidSignature(f"{fn!r} is not callable; Resolve(...) takes a function")
     name = describe_fn(fn)
+    _misplaced_marker(fn, name)
+    _pydantic_model(fn, name)
     hints = _hints(fn)
     try:
         signature = inspect.signature(fn)
@@ -296,6 +368,20 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
         if p.kind is p.VAR_KEYWORD:
             varkw = True
             continue
+        if _is_marker(p.default) or _is_marker_class(p.default):
+            raise InvalidSignature(
+                f"parameter {p.name!r} of {name} has the marker {p.default!r} as its default; "
+                "resolvent reads markers only from the annotation, so the marker object "
+                "itself would be passed.\n"
+                f"  fix: `{p.name}: Annotated[{_written_type(annotation)}, "
+                f"{_written_marker(p.default)}]`, with no default"
+            )
+        if (
+            p.kind is p.POSITIONAL_ONLY
+            and p.default is not NO_DEFAULT
+            and _marker_of_safe(annotation) is None
+        ):
+            continue  # never passed: it keeps its default
         if p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY):
             raise InvalidSignature(
                 f"parameter {p.name!r} of {name} is {p.kind.description}; resolvent passes "
@@ -314,6 +400,22 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
                 "  a marker inside a union or Optional is never honoured.\n"
                 f"  fix: annotate it directly, `{p.name}: Annotated[T, Resolve(fn)]`; to receive a "
                 "declined question, use `Annotated[ElicitationResult[T], Resolve(fn)]`"
+            )
+        if get_origin(annotation) is Annotated and any(
+            _is_marker_class(m) for m in annotation.__metadata__
+        ):
+            raise InvalidSignature(
+                f"parameter {p.name!r} of {name} has the class Resolve in Annotated, not a "
+                "marker; without parentheses it would be read as a call argument.\n"
+                f"  fix: `{p.name}: Annotated[T, Resolve(fn)]`, or `Resolve()` to find the "
+                "provider by T"
+            )
+        if marker is not None and marker.fn is not None and not callable(marker.fn):
+            raise InvalidSignature(
+                f"parameter {p.name!r} of {name} has Resolve({marker.fn!r}), and "
+                f"{marker.fn!r} (a {type(marker.fn).__qualname__}) is not callable.\n"
+                "  fix: pass the resolver itself, `Resolve(fn)`, not the result of calling "
+                "it, `Resolve(fn())`"
             )
         bare = annotation.__origin__ if get_origin(annotation) is Annotated else annotation
         family = outcome_family(bare) if marker is not None else None
