@@ -21,18 +21,28 @@ from ._registry import Provider, Registry, read, resolver_key
 from ._scopes import Scope
 from ._signature import NO_DEFAULT, FunctionInfo, Param, describe_fn, type_name
 
-__all__ = ("Graph", "Overrides", "build_graph")
+__all__ = ("NO_OVERRIDES", "Graph", "Overrides", "build_graph")
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Overrides:
-    """Active overrides: replacement functions by target identity and by type."""
+    """The overrides active in one context: immutable, one layer per open block.
 
-    by_key: dict[Hashable, Callable[..., Any]] = field(
-        default_factory=dict[Hashable, Callable[..., Any]]
+    ``by_key`` and ``by_type`` map a target to ``(block id, replacement)``; ``stamp`` (the
+    open blocks' ids, in order) identifies the set for plan caching.
+    """
+
+    by_key: dict[Hashable, tuple[int, Callable[..., Any]]] = field(
+        default_factory=dict[Hashable, tuple[int, Callable[..., Any]]]
     )
-    by_type: dict[Any, Callable[..., Any]] = field(default_factory=dict[Any, Callable[..., Any]])
-    epoch: int = 0
+    by_type: dict[Any, tuple[int, Callable[..., Any]]] = field(
+        default_factory=dict[Any, tuple[int, Callable[..., Any]]]
+    )
+    stamp: tuple[int, ...] = ()
+    layers: tuple[Any, ...] = ()  # the open blocks, in order of entry
+
+
+NO_OVERRIDES = Overrides()
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +60,10 @@ class Graph:
 class _Node:
     provider: Provider
     key: Hashable
-    replaced: bool
+    replaced: int | None  # the id of the override block that put this node here
     parent: Hashable | None
     param: str
+    replaces: Hashable = None  # the key of the provider this node stands in for
     edges: list[tuple[Param, Hashable]] | None = None
     inputs: list[Input | tuple[Param, Hashable]] = field(
         default_factory=list[Input | tuple[Param, Hashable]]
@@ -120,39 +131,41 @@ class _Compiler:
     def target(self, param: Param, marker: Resolve, consumer: Hashable | None) -> Hashable:
         """The node for *marker* on *param* of *consumer*, created if new."""
         where = f"parameter {param.name!r} of {self._name(consumer)}"
+        replaced: int | None = None
         if marker.fn is None:
-            fn = self._by_type(param, where, consumer)
-            replaced = param.bare in self.overrides.by_type
+            fn, replaced = self._by_type(param, where, consumer)
         else:
             fn = marker.fn
-            replaced = False
         key = resolver_key(fn)
-        replacement = self.overrides.by_key.get(key)
-        existing = key if replacement is None else resolver_key(replacement)
+        found = self.overrides.by_key.get(key)
+        if found is not None and consumer is not None and self.nodes[consumer].replaces == key:
+            found = None  # inside its replacement (a spy), Resolve(original) is the original
+        existing = key if found is None else resolver_key(found[1])
         if existing in self.nodes:  # already read: each function is read once per compile
             return existing
         original = self.registry.implicit(fn)
-        if replacement is not None:
-            replaced = True
-            found = self.registry.get(replacement)
-            provider = found or Provider(
+        replaces: Hashable = None
+        if found is not None:
+            replaced, replacement = found
+            provider = self.registry.get(replacement) or Provider(
                 read(replacement), original.scope, original.inline, registered=False
             )
-            key = resolver_key(replacement)
+            replaces, key = key, existing
         else:
             provider = original
-        if key not in self.nodes:
-            self.nodes[key] = _Node(provider, key, replaced, consumer, param.name)
+        self.nodes[key] = _Node(provider, key, replaced, consumer, param.name, replaces=replaces)
         return key
 
-    def _by_type(self, param: Param, where: str, consumer: Hashable | None) -> Callable[..., Any]:
+    def _by_type(
+        self, param: Param, where: str, consumer: Hashable | None
+    ) -> tuple[Callable[..., Any], int | None]:
         tp = param.bare
-        replacement = self.overrides.by_type.get(tp)
-        if replacement is not None:
-            return replacement
+        found = self.overrides.by_type.get(tp)
+        if found is not None:
+            return found[1], found[0]
         offered = self.registry.for_type(tp)
         if len(offered) == 1:
-            return offered[0].fn
+            return offered[0].fn, None
         if not offered:
             raise InvalidSignature(
                 f"{where} asks for Resolve() by type {type_name(tp)}, but no provider offers it.\n"
@@ -376,13 +389,19 @@ class _Compiler:
         arguments: tuple[str, ...],
     ) -> Graph:
         index = {key: i for i, key in enumerate(order)}
-        tainted: set[Hashable] = set()
+        taints: dict[Hashable, frozenset[int]] = {}
         wire_seen: dict[str, int] = {}
         steps: list[Step] = []
         for key in order:
             node = self.nodes[key]
-            if node.replaced or any(child in tainted for _, child in node.edges or ()):
-                tainted.add(key)
+            # A value built from a replacement is cached under the ids of the blocks it
+            # depends on: another block (entered or left) does not rebuild it, and leaving
+            # one of its blocks finds and closes it.
+            taint = frozenset(() if node.replaced is None else (node.replaced,)).union(
+                *(taints.get(child, ()) for _, child in node.edges or ())
+            )
+            if taint:
+                taints[key] = taint
             base = describe_fn(node.provider.fn)
             count = wire_seen.get(base, 0)
             wire_seen[base] = count + 1
@@ -392,7 +411,7 @@ class _Compiler:
                     index=index[key],
                     fn=provider.fn,
                     name=node.name,
-                    key=("override", self.overrides.epoch, key) if key in tainted else key,
+                    key=("override", taint, key) if taint else key,
                     scope=provider.scope,
                     kind=provider.info.kind,
                     inline=provider.inline,

@@ -7,28 +7,31 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
+import weakref
+from collections import OrderedDict
 from collections.abc import (
     AsyncGenerator,
     Awaitable,
     Callable,
     Coroutine,
-    Generator,
     Hashable,
     Iterable,
     Mapping,
 )
+from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any, TypeVar, cast, overload
 
 import anyio
 
-from ._compiler import Overrides, build_graph
+from ._compiler import NO_OVERRIDES, Overrides, build_graph
 from ._errors import ResolventError
 from ._executor import Rounds, generate, interpret
 from ._plan import Plan, Step
 from ._questions import Asker
 from ._registry import Registry, read, resolver_key
-from ._scopes import Exits, LiveScope, Scope, close_resources, settle
+from ._scopes import Exits, LiveScope, Scope, _finalize_sync, close_resources, settle
 from ._signature import Kind, type_name
 
 __all__ = ("Call", "Container", "Session")
@@ -37,6 +40,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 EMPTY: Mapping[Any, Any] = MappingProxyType({})
 _MAX_PLANS = 10_000
+_MAX_OVERRIDE_PLANS = 1_000
+_block_ids = itertools.count(1)
 
 
 class Container:
@@ -75,7 +80,15 @@ class Container:
         self._value_types: tuple[type, ...] = tuple(values)
         self._plans: dict[Hashable, Plan] = {}
         self._ready: dict[Any, Plan] = {}  # fn -> plan that `run` may start directly
-        self._overrides = Overrides()
+        # Overrides live in a context variable: a block applies to the task that entered
+        # it and the tasks that task starts. `_overridden` counts open blocks in every
+        # context, so the hot path reads the variable only while some block is open.
+        self._override_var: ContextVar[Overrides | None] = ContextVar(
+            "resolvent_overrides", default=None
+        )
+        self._overridden = 0
+        self._override_plans: OrderedDict[Hashable, Plan] = OrderedDict()
+        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self._generation = 0
         self._app: LiveScope | None = None
         self._entries = 0
@@ -168,6 +181,7 @@ class Container:
         self._generation += 1
         self._plans.clear()
         self._ready.clear()
+        self._override_plans.clear()
 
     # -- compiling ------------------------------------------------------------------------
 
@@ -177,11 +191,15 @@ class Container:
         Raises:
             InvalidSignature: any mistake in the graph, with the path and a fix.
         """
-        key = resolver_key(fn)
-        plan = self._plans.get(key)
+        key: Hashable = resolver_key(fn)
+        overrides = self._override_var.get() if self._overridden else None
+        plans: dict[Hashable, Plan] = self._plans
+        if overrides is not None:
+            key, plans = (overrides.stamp, key), self._override_plans
+        plan = plans.get(key)
         if plan is not None and plan.generation == self._generation:
             return plan
-        graph = build_graph(fn, self._registry, self._overrides, self._value_types)
+        graph = build_graph(fn, self._registry, overrides or NO_OVERRIDES, self._value_types)
         ref: list[Any] = [None]
         steps = graph.steps
         is_async = graph.root.kind is Kind.ASYNC
@@ -201,15 +219,19 @@ class Container:
             generation=self._generation,
             fn_is_async=is_async,
             run_fn=run_fn,
+            overrides=overrides,
         )
         ref[0] = plan
-        if len(self._plans) >= _MAX_PLANS:
-            self._plans.pop(next(iter(self._plans)))
-        self._plans[key] = plan
+        if len(plans) >= (_MAX_PLANS if overrides is None else _MAX_OVERRIDE_PLANS):
+            plans.pop(next(iter(plans)))
+        plans[key] = plan
         return plan
 
     def _current(self, plan: Plan) -> Plan:
-        return plan if plan.generation == self._generation else self.compile(plan.fn)
+        overrides = self._override_var.get() if self._overridden else None
+        if plan.generation == self._generation and plan.overrides is overrides:
+            return plan
+        return self.compile(plan.fn)
 
     # -- the APP scope ------------------------------------------------------------------
 
@@ -297,7 +319,7 @@ class Container:
             plan = self._ready.get(fn)
         except TypeError:  # an unhashable callable object
             plan = None
-        if plan is not None:
+        if plan is not None and (not self._overridden or self._override_var.get() is None):
             # The hot path: a checked plan with no SESSION steps; the scope object is
             # skipped too when the plan has no CALL resources and asks nothing.
             if plan.needs_call:
@@ -316,7 +338,7 @@ class Container:
         if self.concurrent or self.call_timeout is not None:
             async with self.call() as call:
                 return await call.run(plan, **kwargs)
-        if Scope.SESSION not in plan.scopes:
+        if Scope.SESSION not in plan.scopes and plan.overrides is None:
             with contextlib.suppress(TypeError):
                 self._ready[fn] = plan
         if plan.needs_call:
@@ -379,42 +401,120 @@ class Container:
 
     # -- overrides ----------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def override(self, target: Any, replacement: Callable[..., Any]) -> Generator[None, None, None]:
-        """Swap a provider (by function or by provided type) for *replacement*.
+    def override(self, target: Any, replacement: Callable[..., Any]) -> OverrideBlock:
+        """Swap a provider (by function, class or provided type) for *replacement*.
 
-        Applies to resolutions started inside the block, compiled plans included; nests;
-        restores on exit. The replacement keeps the target's scope unless it is itself
-        registered with one, and values cached for the original are not used meanwhile.
+        The block applies to the task that enters it and the tasks it starts, compiled
+        plans included; blocks nest and interleave, and leaving one restores exactly the
+        state before it. The replacement keeps the target's scope unless it is itself
+        registered with one; values cached for the original are not used meanwhile.
+        Inside the replacement, ``Resolve(target)`` is the original (a spy).
 
         ```python
         with container.override(get_db, fake_db):
             await container.run(handler)
         ```
+
+        Leaving the block closes the APP/SESSION values built from the replacement:
+        ``async with`` closes every kind, plain ``with`` closes sync resources and
+        leaves async ones to their scope's close.
         """
         read(replacement)  # validate what the replacement shows now
-        overrides = self._overrides
-        saved_key = dict(overrides.by_key)
-        saved_type = dict(overrides.by_type)
-        registry = self._registry
-        if not isinstance(target, type) or resolver_key(target) in registry.by_key:
-            overrides.by_key[resolver_key(target)] = replacement
+        return OverrideBlock(self, target, replacement)
+
+    def _live_scopes(self) -> list[LiveScope]:
+        scopes = [session.live for session in self._sessions]
+        return scopes if self._app is None else [self._app, *scopes]
+
+
+def _tainted_by(key: Hashable, block: int) -> bool:
+    return type(key) is tuple and len(key) == 3 and key[0] == "override" and block in key[1]
+
+
+def _closes_sync(step: Step, obj: Any) -> bool:
+    kind = step.kind
+    return (kind is Kind.GENERATOR and inspect.isgenerator(obj)) or (
+        kind is Kind.CONTEXT_MANAGER and hasattr(obj, "__exit__")
+    )
+
+
+class OverrideBlock:
+    """One `Container.override` block: a sync or async context manager."""
+
+    __slots__ = ("_container", "_id", "_replacement", "_target")
+
+    def __init__(self, container: Container, target: Any, replacement: Callable[..., Any]) -> None:
+        self._container = container
+        self._target = target
+        self._replacement = replacement
+        self._id = 0
+
+    def _push(self, current: Overrides) -> Overrides:
+        """*current* with this block's replacement on top."""
+        entry = (self._id, self._replacement)
+        by_key = dict(current.by_key)
+        by_type = dict(current.by_type)
+        target = self._target
+        by_key[resolver_key(target)] = entry  # any function or class Resolve accepts
         if isinstance(target, type):
-            offered = registry.for_type(target)
+            offered = self._container._registry.for_type(target)
             if len(offered) == 1:
                 # Replace the one provider of the type, so the replacement inherits its
                 # scope (and `Resolve(provider)` consumers see the replacement too).
-                overrides.by_key[resolver_key(offered[0].fn)] = replacement
+                by_key[resolver_key(offered[0].fn)] = entry
             else:
-                overrides.by_type[target] = replacement
-        overrides.epoch += 1
-        self._invalidate()
-        try:
-            yield
-        finally:
-            overrides.by_key, overrides.by_type = saved_key, saved_type
-            overrides.epoch += 1
-            self._invalidate()
+                by_type[target] = entry
+        return Overrides(by_key, by_type, (*current.stamp, self._id), (*current.layers, self))
+
+    def __enter__(self) -> None:
+        container = self._container
+        self._id = next(_block_ids)
+        container._override_var.set(self._push(container._override_var.get() or NO_OVERRIDES))
+        container._overridden += 1
+
+    def _leave(self, *, sync: bool) -> list[tuple[Step, Any]]:
+        """Drop this block from the current context; take out the values built from it.
+
+        Returns the resources to close now (with *sync*, only those closable without
+        awaiting; the others stay with their scope).
+        """
+        container = self._container
+        block = self._id
+        container._overridden -= 1
+        current = container._override_var.get()
+        if current is not None and block in current.stamp:
+            state = NO_OVERRIDES
+            for layer in current.layers:  # the blocks still open, in their order
+                if layer is not self:
+                    state = cast(OverrideBlock, layer)._push(state)
+            container._override_var.set(state if state.stamp else None)
+        retired: list[tuple[Step, Any]] = []
+        for live in container._live_scopes():
+            for key in [k for k in live.cache if _tainted_by(k, block)]:
+                del live.cache[key]
+            kept: list[tuple[Step, Any]] = []
+            for item in live.exits:
+                if _tainted_by(item[0].key, block) and (not sync or _closes_sync(*item)):
+                    retired.append(item)
+                else:
+                    kept.append(item)
+            live.exits[:] = kept
+        return retired
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        errors: list[BaseException] = []
+        for step, obj in reversed(self._leave(sync=True)):
+            try:
+                _finalize_sync(step, obj, None)
+            except Exception as error:
+                errors.append(error)
+        settle(exc, errors)
+
+    async def __aenter__(self) -> None:
+        self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        settle(exc, await close_resources(self._leave(sync=False), None))
 
 
 class Session:
@@ -424,11 +524,12 @@ class Session:
     exits (or on `aclose`).
     """
 
-    __slots__ = ("_container", "live")
+    __slots__ = ("__weakref__", "_container", "live")
 
     def __init__(self, container: Container) -> None:
         self._container = container
         self.live = LiveScope(Scope.SESSION)
+        container._sessions.add(self)  # so leaving an override finds its values
 
     async def __aenter__(self) -> Session:
         return self

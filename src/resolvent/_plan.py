@@ -82,6 +82,7 @@ class Plan:
     _generated: list[Callable[..., Any]] = field(
         default_factory=list[Callable[..., Any]], repr=False
     )
+    overrides: Any = field(default=None, repr=False, compare=False)
 
     @property
     def resolve_fn(self) -> Callable[..., Any]:

@@ -18,7 +18,9 @@ async def test_handler_uses_the_fake(resolvent_override):
 It is `Container.override` with the undo done at test teardown (overrides made in one
 test are undone in reverse order): plans compiled before the test see the replacement,
 the replacement keeps the target's scope unless it is registered with its own, and
-values cached for the original are not used while the override is active.
+values cached for the original are not used while the override is active. The override
+applies to the test's own context (and the tasks it starts), so a second call does not
+rebuild the first fake; sync resources of a replacement close at teardown.
 """
 
 from __future__ import annotations
