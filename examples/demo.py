@@ -154,9 +154,9 @@ async def main() -> None:
     quiet_logging()
     user = ScriptedUser(
         {
-            "Delete note 1?": types.ElicitResult(action="decline"),
-            "Delete note 2?": accept(),
-            "Delete note 3?": accept(),
+            "Delete note 1: 'buy milk'?": types.ElicitResult(action="decline"),
+            "Delete note 2: 'call mum'?": accept(),
+            "Delete note 3: 'water plants'?": accept(),
         }
     )
     out("resolvent MCP demo: examples/notes_server, in-process, with the SDK's Client")

@@ -14,7 +14,15 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 import anyio
-from notes_server.providers import Confirm, add_note, database, list_notes, transaction, writer
+from notes_server.providers import (
+    Confirm,
+    add_note,
+    database,
+    in_memory,
+    list_notes,
+    transaction,
+    writer,
+)
 from pydantic import BaseModel
 
 from resolvent import (
@@ -31,6 +39,7 @@ from resolvent import (
 Asker = Callable[[str, type[BaseModel]], Awaitable[ElicitationResult[BaseModel]]]
 
 container = Container()
+container.provide(in_memory, scope=Scope.APP, inline=True)
 container.provide(database, scope=Scope.APP, inline=True)
 container.provide(writer, scope=Scope.SESSION, inline=True)
 container.provide(transaction, inline=True)

@@ -45,11 +45,11 @@ def test_mcp_demo() -> None:
     assert out.count("CALL     transaction committed") == 7
     # Legacy: the question is a standalone request inside one tools/call.
     assert "legacy connection (2025-11-25)" in out
-    assert 'client   < elicitation/create "Delete note 2?"' in out
+    assert '''client   < elicitation/create "Delete note 2: 'call mum'?"''' in out
     assert "the client sent 1 tools/call request;" in out
     # 2026-07-28: an InputRequiredResult round, then a retry carrying the answer.
     assert "== confirmation, 2026-07-28: InputRequiredResult, then a retry" in out
-    assert 'client   < InputRequiredResult "Delete note 3?"' in out
+    assert '''client   < InputRequiredResult "Delete note 3: 'water plants'?"''' in out
     assert "[round 2]" in out
     assert "[round 3]" not in out
     assert "the client sent 2 tools/call requests" in out

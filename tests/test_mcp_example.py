@@ -1,6 +1,7 @@
 """The notes server example, run as a real process over stdio and streamable HTTP."""
 
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import mcp_types as types
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from mcp_helpers import Script, free_port, text, wait_listening
 
@@ -41,7 +43,8 @@ async def exercise(c: Client, script: Script) -> None:
     missing = await c.call_tool("delete_note", {"note_id": 99})
     assert missing.is_error
     assert "there is no note 99" in text(missing)
-    assert script.asked == ["Delete note 1?", "Delete note 2?", "Delete note 99?"]
+    # Each question names the note; nothing is asked about a note that does not exist.
+    assert script.asked == ["Delete note 1: 'buy milk'?", "Delete note 2: 'call mum'?"]
     listed = await c.call_tool("list_notes", {})
     assert listed.structured_content is not None
     assert [n["id"] for n in listed.structured_content["result"]] == [1]
@@ -50,9 +53,8 @@ async def exercise(c: Client, script: Script) -> None:
 def answers() -> Script:
     script = Script(
         **{
-            "Delete note 1?": ("decline", None),
-            "Delete note 2?": ("accept", {"confirm": True}),
-            "Delete note 99?": ("accept", {"confirm": True}),
+            "Delete note 1: 'buy milk'?": ("decline", None),
+            "Delete note 2: 'call mum'?": ("accept", {"confirm": True}),
         }
     )
     return script
@@ -99,3 +101,132 @@ async def test_notes_server_over_http() -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# --- safe to deploy: replayed rounds, restarts, several workers ------------------------
+
+KEY = secrets.token_hex(32)  # the request-state key the workers share
+CONFIRM = {"confirm": types.ElicitResult(action="accept", content={"confirm": True})}
+
+
+async def test_a_replayed_round_never_deletes_another_note() -> None:
+    from examples.notes_server.server import create_server
+
+    server, _ = create_server()
+    async with Client(server, mode="2026-07-28", elicitation_callback=Script()) as c:
+        await c.call_tool("add_note", {"text": "buy milk"})
+        first = await c.session.call_tool("delete_note", {"note_id": 1}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        [(key, request)] = (first.input_requests or {}).items()
+        assert isinstance(request, types.ElicitRequest)
+        assert request.params.message == "Delete note 1: 'buy milk'?"
+        answered = {
+            "input_responses": {key: CONFIRM["confirm"]},
+            "request_state": first.request_state,
+            "allow_input_required": True,
+        }
+        done = await c.session.call_tool("delete_note", {"note_id": 1}, **answered)
+        assert text(done) == "deleted note 1"
+        # A new note after the delete: its id is new, never the deleted one's.
+        added = await c.call_tool("add_note", {"text": "empty the bank account"})
+        assert added.structured_content is not None and added.structured_content["id"] == 2
+        # The same final round, sent again (a retry, a proxy, an attacker) within its TTL.
+        replay = await c.session.call_tool("delete_note", {"note_id": 1}, **answered)
+        assert isinstance(replay, types.CallToolResult) and replay.is_error
+        assert "there is no note 1" in text(replay)
+        # The old answer aimed at the new note: it answered another question, so it does not
+        # count (the state is refused outright, or the question is asked afresh).
+        try:
+            aimed = await c.session.call_tool("delete_note", {"note_id": 2}, **answered)
+        except MCPError:
+            aimed = None
+        assert aimed is None or isinstance(aimed, types.InputRequiredResult)
+        listed = await c.call_tool("list_notes", {})
+        assert listed.structured_content is not None
+        assert [n["text"] for n in listed.structured_content["result"]] == [
+            "empty the bank account"
+        ]
+
+
+def serve(port: int, db: Path, key: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "examples.notes_server",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--db",
+            str(db),
+        ],
+        cwd=ROOT,
+        env={**os.environ, **ENV, "NOTES_STATE_KEY": key},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.network
+async def test_two_workers_serve_the_rounds_of_one_confirmation(tmp_path: Path) -> None:
+    # Two worker processes behind one (imagined) load balancer: one SQLite file, one
+    # request-state key. Round 1 lands on the first, round 2 on the second.
+    db = tmp_path / "notes.db"
+    ports = free_port(), free_port()
+    workers = [serve(port, db, KEY) for port in ports]
+    try:
+        with anyio.fail_after(60):
+            for port in ports:
+                await wait_listening(port)
+            one, two = (f"http://127.0.0.1:{port}/mcp" for port in ports)
+            async with Client(one, elicitation_callback=Script()) as a:
+                await a.call_tool("add_note", {"text": "buy milk"})
+                first = await a.session.call_tool(
+                    "delete_note", {"note_id": 1}, allow_input_required=True
+                )
+            assert isinstance(first, types.InputRequiredResult)
+            [key] = (first.input_requests or {}).keys()
+            async with Client(two, elicitation_callback=Script()) as b:
+                final = await b.session.call_tool(
+                    "delete_note",
+                    {"note_id": 1},
+                    input_responses={key: CONFIRM["confirm"]},
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+                assert isinstance(final, types.CallToolResult)
+                assert text(final) == "deleted note 1"
+                listed = await b.call_tool("list_notes", {})
+                assert listed.structured_content == {"result": []}
+    finally:
+        for proc in workers:
+            stop(proc)
+
+
+@pytest.mark.network
+async def test_notes_survive_a_restart_with_db(tmp_path: Path) -> None:
+    db = tmp_path / "notes.db"
+    for text_ in ("buy milk", None):
+        port = free_port()
+        proc = serve(port, db, KEY)
+        try:
+            with anyio.fail_after(60):
+                await wait_listening(port)
+                async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as c:
+                    if text_ is not None:
+                        assert not (await c.call_tool("add_note", {"text": text_})).is_error
+                    listed = await c.call_tool("list_notes", {})
+        finally:
+            stop(proc)  # the first process is gone before the second starts
+        assert listed.structured_content is not None
+        assert [n["text"] for n in listed.structured_content["result"]] == ["buy milk"]

@@ -2,7 +2,8 @@
 the MCP server serves `add_note` and `list_notes` as tools, and the command-line example
 (``examples/notes_cli.py``) calls them directly.
 
-- APP: one embedded SQLite database (stdlib ``sqlite3``), opened lazily on first use.
+- APP: one embedded SQLite database (stdlib ``sqlite3``), opened lazily on first use, where
+  the `Storage` provider says: in memory (`in_memory`), or a file so notes survive a restart.
 - SESSION: a writer identity.
 - CALL: a transaction, committed on success and rolled back on error.
 
@@ -13,6 +14,7 @@ import itertools
 import logging
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import BaseModel, Field
@@ -41,11 +43,37 @@ class Confirm(BaseModel):
     confirm: bool = Field(description="Really do it?")
 
 
-def database() -> Iterator[sqlite3.Connection]:
-    """The embedded database: one connection for the server's lifetime."""
-    db = sqlite3.connect(":memory:", check_same_thread=False)
-    db.execute("create table notes (id integer primary key, text text, author text)")
-    _log("APP", "database opened (sqlite, in memory)")
+@dataclass(frozen=True)
+class Storage:
+    """Where the notes live: a SQLite file, or ``":memory:"`` for none."""
+
+    path: str = ":memory:"
+
+
+def in_memory() -> Storage:
+    """The default `Storage`: notes last as long as the process."""
+    return Storage()
+
+
+# AUTOINCREMENT: an id is never given to a second note, even after the first is deleted,
+# so a request naming a deleted note's id can never reach another note.
+_SCHEMA = (
+    "create table if not exists notes"
+    " (id integer primary key autoincrement, text text not null, author text not null)"
+)
+
+
+def database(storage: Annotated[Storage, Resolve()]) -> Iterator[sqlite3.Connection]:
+    """The embedded database: one connection for the server's lifetime.
+
+    Writes are committed by `transaction` before a tool replies, so an acknowledged note
+    survives a restart; several processes may share one file (SQLite locks it).
+    """
+    db = sqlite3.connect(storage.path, check_same_thread=False, timeout=10)
+    db.execute(_SCHEMA)
+    db.commit()
+    where = "in memory" if storage.path == ":memory:" else storage.path
+    _log("APP", f"database opened (sqlite, {where})")
     try:
         yield db
     finally:

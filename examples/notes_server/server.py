@@ -4,8 +4,13 @@
   closed when the server shuts down.
 - SESSION: a writer identity, one per MCP session (per connection on stdio and stateful
   HTTP; per request for 2026-07-28 clients, which have no sessions).
-- CALL: a transaction per ``tools/call`` (committed on success, rolled back on error), and a
-  confirmation question asked before anything is deleted.
+- CALL: a transaction per ``tools/call`` (committed on success, rolled back on error, always
+  before the reply), and a confirmation question asked before anything is deleted.
+
+Safe to replay: on protocol 2026-07-28 a client may send a round again (same answers, same
+request state) while its state is valid. Ids are never reused, and the confirmation names
+the note's text; an answer only counts for the exact question it answered, so a stale
+answer cannot delete a different note.
 
 The providers live in `providers.py`, free of MCP, and ``examples/notes_cli.py`` reuses
 them without any framework. `create_server` builds a fresh server and container; the
@@ -14,20 +19,35 @@ module-level ``server`` is one of them. Each scope logs its lifecycle at DEBUG l
 """
 
 import sqlite3
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.request_state import RequestStateSecurity
 
 from resolvent import Accepted, Container, Elicit, ElicitationResult, Resolve, Scope
 from resolvent.mcp import inject
 
-from .providers import Confirm, Note, add_note, database, list_notes, logger, transaction, writer
+from .providers import (
+    Confirm,
+    Note,
+    Storage,
+    add_note,
+    database,
+    in_memory,
+    list_notes,
+    logger,
+    transaction,
+    writer,
+)
 
 __all__ = (
+    "SESSION_IDLE_TIMEOUT",
     "Confirm",
     "Note",
+    "Storage",
     "add_note",
+    "create_app",
     "create_server",
     "database",
     "list_notes",
@@ -38,12 +58,26 @@ __all__ = (
 )
 
 
-async def confirm_delete(note_id: int, ctx: Context) -> Elicit[Confirm]:
-    """Ask the user before deleting (over whichever protocol the client speaks)."""
+SESSION_IDLE_TIMEOUT = 30.0
+"""Seconds before the HTTP transport closes a silent session (the SDK's default is 30
+minutes): a vanished client's SESSION and CALL resources close soon after it goes."""
+
+
+async def confirm_delete(
+    note_id: int, ctx: Context, db: Annotated[sqlite3.Connection, Resolve(database)]
+) -> Elicit[Confirm]:
+    """Ask the user before deleting (over whichever protocol the client speaks).
+
+    The question names the note's text: an answer is pinned to the exact question it
+    answered, so it can never confirm deleting something the user did not see.
+    """
+    row = db.execute("select text from notes where id = ?", (note_id,)).fetchone()
+    if row is None:
+        raise ToolError(f"there is no note {note_id}")
     # Context reaches resolvers by type; MCP log messages are deprecated from 2026-07-28
     # on, so this one logs on the server.
     logger.info("request %s: asking to confirm deleting note %s", ctx.request_id, note_id)
-    return Elicit(f"Delete note {note_id}?", Confirm)
+    return Elicit(f"Delete note {note_id}: {row[0]!r}?", Confirm)
 
 
 async def delete_note(
@@ -59,16 +93,50 @@ async def delete_note(
     return f"deleted note {note_id}"
 
 
-def create_server() -> tuple[MCPServer, Container]:
-    """A fresh notes server and the container behind its tools."""
+def create_server(
+    db: str | None = None, *, state_key: str | bytes | None = None
+) -> tuple[MCPServer, Container]:
+    """A fresh notes server and the container behind its tools.
+
+    Args:
+        db: a SQLite file for the notes (default: in memory, gone at shutdown).
+        state_key: a secret shared by every worker process serving this server, so that
+            any of them can continue a 2026-07-28 round another one started (default: a
+            key of this process only).
+    """
     container = Container()
+    if db is None:
+        container.provide(in_memory, scope=Scope.APP, inline=True)
+    else:
+        path = db
+
+        def storage() -> Storage:
+            return Storage(path)
+
+        container.provide(storage, scope=Scope.APP, inline=True)
     container.provide(database, scope=Scope.APP, inline=True)
     container.provide(writer, scope=Scope.SESSION, inline=True)
     container.provide(transaction, inline=True)
-    server = MCPServer("notes", lifespan=container.lifespan)
+    security = None if state_key is None else RequestStateSecurity(keys=[state_key])
+    server = MCPServer("notes", lifespan=container.lifespan, request_state_security=security)
     for tool in (add_note, list_notes, delete_note):
         server.tool()(inject(container)(tool))
     return server, container
+
+
+def create_app(db: str | None = None, *, state_key: str | bytes | None = None) -> Any:
+    """The notes server as a streamable-HTTP ASGI app (for uvicorn, or to mount)."""
+    server, _ = create_server(db, state_key=state_key)
+    return server.streamable_http_app(session_idle_timeout=SESSION_IDLE_TIMEOUT)
+
+
+def app_from_environment() -> Any:
+    """`create_app` configured by ``NOTES_DB`` and ``NOTES_STATE_KEY``: the factory each
+    uvicorn worker calls (``uvicorn --factory examples.notes_server.server:app_from_environment``).
+    """
+    import os
+
+    return create_app(os.environ.get("NOTES_DB"), state_key=os.environ.get("NOTES_STATE_KEY"))
 
 
 server, container = create_server()
