@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import extras, report, scenarios
+from . import extras, http_e2e, report, scenarios
 from .runner import Progress, Scenario, Settings, run_scenario
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -129,8 +129,8 @@ def targets(data: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
 
-    add("S1 one async resolver", _ratio(res, "S1"), 3.0)
-    add("S2 diamond", _ratio(res, "S2"), 2.0)
+    add("S1 one async resolver", _ratio(res, "S1"), 2.5)
+    add("S2 diamond", _ratio(res, "S2"), 1.5)
     add("S3 chain 100", _ratio(res, "S3 chain 100"), 1.5)
     chain = data.get("chain") or {}
     add(
@@ -138,7 +138,7 @@ def targets(data: dict[str, Any]) -> list[dict[str, Any]]:
         chain.get("marginal_ratio", {}).get("resolvent"),
         1.5,
     )
-    add("S4 singleton + CALL resolvers", _ratio(res, "S4"), 3.0)
+    add("S4 singleton + CALL resolvers", _ratio(res, "S4"), 2.0)
     add("S5 inline", _ratio(res, "S5 inline"), 2.0)
     add("S5 thread (vs one bare to_thread.run_sync hop)", _ratio(res, "S5 thread"), 1.3)
     hops = data.get("thread_hops", {}).get("hops_per_call")
@@ -171,7 +171,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--soak", action="store_true", help="memory growth over 1,000,000 calls")
     p.add_argument("--rounds", type=int, help="timed rounds per implementation")
     p.add_argument("--batch-ms", type=float, help="target duration of one timed batch")
-    p.add_argument("--only", help="comma-separated scenario key prefixes, e.g. S2,S3,MCP")
+    p.add_argument(
+        "--only", help="comma-separated scenario key prefixes, e.g. S2,S3,MCP,HTTP (end to end)"
+    )
     p.add_argument("--json", type=Path, help="where to write the JSON results")
     p.add_argument("--plot", type=Path, help="where to write the chain plot (PNG)")
     p.add_argument("--no-extras", action="store_true", help="skip import time and memory")
@@ -193,9 +195,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"MCP scenario skipped: {mcp}", file=sys.stderr)
     else:
         todo.append(mcp)
+    http = True
     if args.only:
         keys = [k.strip() for k in args.only.split(",")]
         todo = [s for s in todo if any(s.key.startswith(k) for k in keys)]
+        http = "HTTP" in keys
     extra_steps = 0 if args.no_extras else 4
     progress = Progress(len(todo) + extra_steps)
     results = []
@@ -226,6 +230,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         progress.show("worker-thread hops in thread mode")
         data["thread_hops"] = await extras.thread_hops()
         progress.step()
+    if http:
+        progress.show("HTTP: MCP tools/call over streamable HTTP")
+        data["http"] = await http_e2e.run(
+            rounds=2 if args.quick else 7,
+            calls=60 if args.quick else 300,
+            clients=2 if args.quick else 4,
+        )
     data["targets"] = targets(data)
     progress.finish("benchmarks finished")
     return data

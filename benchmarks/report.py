@@ -111,6 +111,10 @@ def markdown(data: dict[str, Any]) -> str:
         parts += ["", why]
     if data.get("chain"):
         parts += ["", "Chain scaling, µs per resolver:", "", chain_table(data["chain"])]
+    if data.get("http"):
+        from .http_e2e import markdown as http_markdown
+
+        parts += ["", "End to end:", "", http_markdown(data["http"]).rstrip("\n")]
     if data.get("targets"):
         parts += ["", "Targets:", "", targets_table(data["targets"])]
     for line in data.get("skipped", []):

@@ -11,6 +11,7 @@ import contextlib
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,3 +115,14 @@ async def test_mcp_scenario_verifies() -> None:
             inst = await factory(stack)
             assert not isinstance(inst, str)
             assert await verify(inst, scenario) == scenario.verify_calls
+
+
+@pytest.mark.network
+async def test_http_servers_verify() -> None:
+    # The end-to-end servers, each in a process of its own on 127.0.0.1: the same
+    # result, each resolver once per call, the resource torn down once per call.
+    from benchmarks import http_e2e
+
+    with anyio.fail_after(120):
+        verified = await http_e2e.verify_only()
+    assert verified == ["hand-written", "resolvent", "fastmcp"]
