@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import itertools
+import types
 import weakref
 from collections import OrderedDict
 from collections.abc import (
@@ -78,7 +80,7 @@ class Container:
     ) -> None:
         self._registry = Registry()
         self._value_types: tuple[type, ...] = tuple(values)
-        self._plans: dict[Hashable, Plan] = {}
+        self._plans: OrderedDict[Hashable, Plan] = OrderedDict()  # LRU
         self._ready: dict[Any, Plan] = {}  # fn -> plan that `run` may start directly
         # Overrides live in a context variable: a block applies to the task that entered
         # it and the tasks that task starts. `_overridden` counts open blocks in every
@@ -193,11 +195,12 @@ class Container:
         """
         key: Hashable = resolver_key(fn)
         overrides = self._override_var.get() if self._overridden else None
-        plans: dict[Hashable, Plan] = self._plans
+        plans = self._plans
         if overrides is not None:
             key, plans = (overrides.stamp, key), self._override_plans
         plan = plans.get(key)
         if plan is not None and plan.generation == self._generation:
+            plans.move_to_end(key)
             return plan
         graph = build_graph(fn, self._registry, overrides or NO_OVERRIDES, self._value_types)
         ref: list[Any] = [None]
@@ -213,9 +216,9 @@ class Container:
             arguments=graph.arguments,
             value_types=graph.value_types,
             scopes=frozenset(s.scope for s in steps),
-            needs_call=any(
-                s.scope is Scope.CALL and (s.kind.is_resource or s.may_ask) for s in steps
-            ),
+            # Only CALL resources need a scope: `run` has nobody to ask, so a resolver
+            # that may ask (one without a return annotation, say) is checked per value.
+            needs_call=any(s.scope is Scope.CALL and s.kind.is_resource for s in steps),
             generation=self._generation,
             fn_is_async=is_async,
             run_fn=run_fn,
@@ -223,9 +226,26 @@ class Container:
         )
         ref[0] = plan
         if len(plans) >= (_MAX_PLANS if overrides is None else _MAX_OVERRIDE_PLANS):
-            plans.pop(next(iter(plans)))
+            plans.popitem(last=False)
         plans[key] = plan
         return plan
+
+    def _for_run(
+        self, fn: Callable[..., Any], kwargs: dict[str, Any]
+    ) -> tuple[Callable[..., Any], Plan, dict[str, Any]]:
+        """The callable, plan and arguments that run *fn*.
+
+        A bound method or a `functools.partial` shares the plan of its function: `self`
+        and the partial's arguments are bound per call, so a per-request object or a
+        fresh partial does not compile again.
+        """
+        split = _split(fn, kwargs)
+        if split is not None:
+            func, bound = split
+            plan = self.compile(func)
+            if bound.keys() <= set(plan.arguments):
+                return func, plan, {**bound, **kwargs}
+        return fn, self.compile(fn), kwargs
 
     def _current(self, plan: Plan) -> Plan:
         overrides = self._override_var.get() if self._overridden else None
@@ -331,7 +351,7 @@ class Container:
         return self._run(fn, kwargs)
 
     async def _run(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-        plan = self.compile(fn)
+        fn, plan, kwargs = self._for_run(fn, kwargs)
         self._check_scopes(plan, None)
         if plan.value_types:
             self._refuse_values(plan)
@@ -339,8 +359,11 @@ class Container:
             async with self.call() as call:
                 return await call.run(plan, **kwargs)
         if Scope.SESSION not in plan.scopes and plan.overrides is None:
+            ready = self._ready
             with contextlib.suppress(TypeError):
-                self._ready[fn] = plan
+                if len(ready) >= _MAX_PLANS and fn not in ready:
+                    del ready[next(iter(ready))]  # bounded: a miss only costs a lookup
+                ready[fn] = plan
         if plan.needs_call:
             return await self._run_in_call(plan, kwargs)
         return await plan.run_fn(kwargs, EMPTY, None, self._app, None, fn)
@@ -425,6 +448,31 @@ class Container:
     def _live_scopes(self) -> list[LiveScope]:
         scopes = [session.live for session in self._sessions]
         return scopes if self._app is None else [self._app, *scopes]
+
+
+def _split(fn: Any, kwargs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+    """A bound method or partial as (plain function, the arguments it binds), or None."""
+    args: tuple[Any, ...] = ()
+    keywords: dict[str, Any] = {}
+    if isinstance(fn, functools.partial):
+        args, keywords, fn = fn.args, fn.keywords, fn.func
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and not isinstance(owner, types.ModuleType):
+        fn = getattr(fn, "__func__", None)
+        args = (owner, *args)
+    elif not args and not keywords:
+        return None
+    if not isinstance(fn, types.FunctionType) or hasattr(fn, "__wrapped__"):
+        return None
+    code = fn.__code__
+    names = code.co_varnames[: code.co_argcount]
+    if len(args) > len(names) or (code.co_posonlyargcount and args):
+        return None
+    bound = dict(zip(names, args, strict=False))
+    if bound.keys() & kwargs.keys():
+        return None  # let the call fail the way Python says
+    bound.update(keywords)
+    return fn, bound
 
 
 def _tainted_by(key: Hashable, block: int) -> bool:
@@ -674,8 +722,12 @@ class Call:
     async def run(self, fn: Plan, /, **kwargs: Any) -> Any: ...
     async def run(self, fn: Plan | Callable[..., Any], /, **kwargs: Any) -> Any:
         """Resolve *fn*'s dependencies in this call scope and call it."""
-        plan = self._prepare(fn)
         container = self._container
+        if isinstance(fn, Plan):
+            plan = self._prepare(fn)
+        else:
+            fn, plan, kwargs = container._for_run(fn, kwargs)
+            container._check_scopes(plan, self._session)
         if (
             self.rounds is None
             and not self.concurrent

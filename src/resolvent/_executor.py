@@ -59,18 +59,23 @@ def question_kind(question: Any) -> QuestionKind:
     return kind
 
 
-async def ask(call: CallLike, step: Step, question: Any) -> Answered:
-    """Answer *step*'s question through the call's round state, answerer or asker."""
+async def ask(call: CallLike | None, step: Step, question: Any) -> Answered:
+    """Answer *step*'s question through the call's round state, answerer or asker.
+
+    *call* is None when `Container.run` started the plan without a call scope: nobody
+    can answer there, so a plan whose resolvers only *may* ask needs no scope.
+    """
     kind = question_kind(question)
-    if call.rounds is not None:
-        return Answered(call.rounds.answer(step, question, kind))
-    if call.answerer is not None:
-        return Answered(await call.answerer(step, question))
-    if call.asker is not None and kind.ask is not None:
-        try:
-            return Answered(await kind.ask(call.asker, question))
-        except InvalidAnswer as exc:
-            raise InvalidAnswer(f"{step.name}: {exc}") from None
+    if call is not None:
+        if call.rounds is not None:
+            return Answered(call.rounds.answer(step, question, kind))
+        if call.answerer is not None:
+            return Answered(await call.answerer(step, question))
+        if call.asker is not None and kind.ask is not None:
+            try:
+                return Answered(await kind.ask(call.asker, question))
+            except InvalidAnswer as exc:
+                raise InvalidAnswer(f"{step.name}: {exc}") from None
     raise ResolventError(
         f"{step.name} asked a question ({question!r}) but this call has nobody to ask.\n"
         "  fix: open the call with an asker, `container.call(asker=...)`, or use rounds=True"

@@ -155,7 +155,9 @@ class _Tool:
         self.asks = any(step.may_ask for step in plan.steps)
         self.uses_session = Scope.SESSION in plan.scopes
         self.needs_app = bool(plan.scopes - {Scope.CALL})
-        self.direct = self.is_async and not plan.needs_call and not self.uses_session
+        self.direct = (
+            self.is_async and not plan.needs_call and not self.asks and not self.uses_session
+        )
 
     def _make_wrapper(self, plan: Plan) -> Callable[..., Awaitable[Any]]:
         fn = self.fn

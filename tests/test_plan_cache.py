@@ -1,0 +1,123 @@
+"""Per-request callables share one plan; caches are bounded; "may ask" costs no scope."""
+
+import functools
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import pytest
+
+from resolvent import Container, Resolve
+
+MODES = [
+    pytest.param({}, id="generated"),
+    pytest.param({"concurrent": True}, id="concurrent"),
+    pytest.param({"call_timeout": 5.0}, id="call_timeout"),
+]
+
+
+async def user_name(user_id: str) -> str:
+    return f"user {user_id}"
+
+
+@dataclass
+class RequestHandler:
+    """A per-request object whose method is the handler (a class-based view)."""
+
+    tenant: str
+
+    async def handle(self, user_id: str, name: Annotated[str, Resolve(user_name)]) -> str:
+        return f"{self.tenant}: {name}"
+
+
+async def greet(greeting: str, user_id: str, name: Annotated[str, Resolve(user_name)]) -> str:
+    return f"{greeting}, {name}"
+
+
+@pytest.mark.parametrize("options", MODES)
+async def test_per_request_methods_and_partials_compile_once(options: dict[str, Any]) -> None:
+    container = Container(**options)
+    async with container:
+        for i in range(20):
+            handler = RequestHandler(f"t{i}").handle
+            assert await container.run(handler, user_id="u") == f"t{i}: user u"
+            hello = functools.partial(greet, f"hi {i}")
+            assert await container.run(hello, user_id="u") == f"hi {i}, user u"
+            bye = functools.partial(greet, greeting="bye")
+            assert await container.run(bye, user_id="v") == "bye, user v"
+            async with container.session() as session:
+                assert await session.run(handler, user_id="w") == f"t{i}: user w"
+    # one plan per function, however many objects and partials ran
+    assert len(container._plans) == 2  # pyright: ignore[reportPrivateUsage]
+    assert len(container._ready) <= 2  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_a_partial_binding_an_injected_parameter_still_works() -> None:
+    container = Container()
+    fixed = functools.partial(greet, "hey", name="fixed")
+    assert await container.run(fixed, user_id="u") == "hey, user u"  # as before
+
+
+async def test_the_run_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resolvent._container as module
+
+    monkeypatch.setattr(module, "_MAX_PLANS", 8)
+    container = Container()
+    for i in range(50):
+
+        async def handler(n: Annotated[str, Resolve(user_name)], user_id: str = str(i)) -> str:
+            return n
+
+        assert await container.run(handler) == f"user {i}"
+    assert len(container._plans) <= 8  # pyright: ignore[reportPrivateUsage]
+    assert len(container._ready) <= 8  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_an_unannotated_resolver_runs_without_a_call_scope() -> None:
+    container = Container()
+    opened: list[int] = []
+
+    def count(*args: Any, **kwargs: Any) -> None:
+        opened.append(1)
+
+    async def name(user_id: str):  # type: ignore[no-untyped-def]
+        return f"user {user_id}"
+
+    async def handler(user_id: str, n: Annotated[str, Resolve(name)]) -> str:
+        return n
+
+    import resolvent._container as module
+
+    original = module.Call.__aenter__
+
+    async def spy(self: Any) -> Any:
+        count()
+        return await original(self)
+
+    module.Call.__aenter__ = spy  # type: ignore[method-assign]
+    try:
+        for _ in range(3):
+            assert await container.run(handler, user_id="u") == "user u"
+    finally:
+        module.Call.__aenter__ = original  # type: ignore[method-assign]
+    assert opened == []
+    assert container.compile(handler).steps[0].may_ask  # it still may ask in a call
+
+
+async def test_an_unannotated_resolver_that_asks_in_run_says_who_to_ask() -> None:
+    from pydantic import BaseModel
+
+    from resolvent import Elicit, ResolventError
+
+    class Confirm(BaseModel):
+        ok: bool
+
+    container = Container()
+
+    async def confirm():  # type: ignore[no-untyped-def]
+        return Elicit("sure?", Confirm)
+
+    async def handler(answer: Annotated[Confirm, Resolve(confirm)]) -> bool:
+        return answer.ok
+
+    with pytest.raises(ResolventError, match="nobody to ask"):
+        await container.run(handler)
