@@ -46,6 +46,21 @@ _MAX_OVERRIDE_PLANS = 1_000
 _block_ids = itertools.count(1)
 
 
+_START_CHECKS: list[Callable[[Any], None]] = []
+
+
+def register_start_check(check: Callable[[Any], None]) -> None:
+    """Run *check(server)* whenever a container's lifespan starts (resolvent.mcp's guard)."""
+    if check not in _START_CHECKS:
+        _START_CHECKS.append(check)
+
+
+def _run_start_checks(server: Any) -> None:
+    if server is not None:
+        for check in _START_CHECKS:
+            check(server)
+
+
 class Container:
     """An async dependency-injection container.
 
@@ -296,7 +311,9 @@ class Container:
         """The APP scope as a lifespan: ``MCPServer("x", lifespan=container.lifespan)``.
 
         Entries are reference-counted, so several connections may share one APP scope.
+        Checks that integrations registered (`register_start_check`) run on *server* first.
         """
+        _run_start_checks(server)
         async with self:
             yield self
 
@@ -307,6 +324,7 @@ class Container:
 
         @contextlib.asynccontextmanager
         async def lifespan(server: Any) -> AsyncGenerator[T, None]:
+            _run_start_checks(server)
             async with self, inner(server) as value:
                 yield value
 

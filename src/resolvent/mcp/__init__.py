@@ -19,10 +19,17 @@ server lifespan. A resolver returning `resolvent.Elicit` (or the SDK's ``Elicit`
 `Sample` or `ListRoots` is answered over whichever protocol the client negotiated. Tools
 written for the SDK's built-in resolvers (``mcp.server.mcpserver.resolve``) work unchanged
 under `inject`, and consumers annotated with the SDK's outcome types receive them.
+
+When the server starts, ``container.lifespan`` refuses a handler that carries resolver
+markers but was registered without `inject` (`check_server` runs the same check on demand).
 """
 
 from mcp.server.mcpserver.resolve import ListRoots, Sample
 
+from .._container import register_start_check
+from ._guard import check_if_server, check_server
 from ._tool import inject  # importing it registers the SDK's markers with the core
 
-__all__ = ("ListRoots", "Sample", "inject")
+register_start_check(check_if_server)  # container.lifespan refuses un-injected handlers
+
+__all__ = ("ListRoots", "Sample", "check_server", "inject")

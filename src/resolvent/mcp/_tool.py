@@ -39,6 +39,7 @@ from .._errors import InputRequired, InvalidAnswer, InvalidSignature, NotAccepte
 from .._plan import Plan, Step
 from .._questions import Outcome
 from .._scopes import Scope
+from ._guard import INJECTED
 from ._sessions import SessionTable, close_entries, connection_of
 from ._wire import parse_result, render, require_capability, result_type
 
@@ -197,6 +198,7 @@ class _Tool:
         wrapper.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
         wrapper.__annotations__ = annotations
         wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+        setattr(wrapper, INJECTED, True)
         return wrapper
 
     async def run(self, kwargs: dict[str, Any]) -> Any:
