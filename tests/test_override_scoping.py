@@ -260,3 +260,23 @@ async def test_a_spy_wraps_the_original(options: dict[str, Any]) -> None:
         assert await container.run(handler) == ("real", "smtp")
     assert calls == ["real"]  # the spy keeps db's APP scope: built once in the block
     assert built == {"real": 1}  # and the original value is the shared one
+
+
+async def test_blocks_left_out_of_order_keep_the_other_block() -> None:
+    container, _built, db, mailer, handler = make_container()
+
+    async def fake_db() -> Db:
+        return Db("fake")
+
+    async def fake_mailer() -> str:
+        return "outbox"
+
+    first = container.override(db, fake_db)
+    second = container.override(mailer, fake_mailer)
+    async with container:
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)  # the outer block ends first
+        assert await container.run(handler) == ("real", "outbox")
+        second.__exit__(None, None, None)
+        assert await container.run(handler) == ("real", "smtp")
