@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import enum
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -24,6 +26,9 @@ if TYPE_CHECKING:
 __all__ = ("Exits", "LiveScope", "Scope")
 
 logger = logging.getLogger("resolvent")
+
+# Resources whose setup and teardown must share one task (they may hold cancel scopes).
+_HELD = frozenset({Kind.ASYNC_GENERATOR, Kind.ASYNC_CONTEXT_MANAGER})
 
 
 class Scope(enum.IntEnum):
@@ -49,45 +54,163 @@ class Scope(enum.IntEnum):
 class LiveScope:
     """One open scope instance: memoized values and the resources to close, in order.
 
-    Values are created lazily on first use, once, under a per-key lock that works on
-    asyncio and trio. Resources are closed by `close` in reverse order of setup.
+    Values are created lazily on first use, once. Each is created in a *home task* of its
+    own, not in the task of the call that first needed it: a caller that is cancelled (a
+    deadline, a disconnect) only stops waiting, the creation goes on, and the next caller
+    gets the value. An async resource stays in its home task from setup to teardown, so a
+    provider that holds a task group or cancel scope across its ``yield`` works whichever
+    call opened it and whichever task closes the scope. Resources are closed by `close`
+    in reverse order of setup.
     """
 
-    __slots__ = ("cache", "closed", "exits", "keepalive", "locks", "scope")
+    __slots__ = ("cache", "closed", "exits", "keepalive", "scope", "starting")
 
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
         self.cache: dict[Hashable, Any] = {}
         self.exits: list[tuple[Step, Any]] = []
-        self.locks: dict[Hashable, anyio.Lock] = {}
+        self.starting: dict[Hashable, _Start] = {}
         self.keepalive: list[Any] = []
         self.closed = False
 
     async def create(self, step: Step, key: Hashable, make: Callable[[], Any]) -> Any:
-        """Create the value of *step* once; concurrent first users wait for the winner."""
-        lock = self.locks.get(key)
-        if lock is None:
-            lock = self.locks[key] = anyio.Lock()
-        async with lock:
+        """Create the value of *step* once, in its home task; concurrent users share it."""
+        start = self.starting.get(key)
+        if start is None:
             if key in self.cache:
                 return self.cache[key]
             if self.closed:
                 raise RuntimeError(
                     f"the {self.scope.name} scope is closed; {step.name} cannot start"
                 )
-            value = await produce(self, step, make)
+            start = self.starting[key] = _Start()
+            _spawn(lambda: self._home(step, key, make, start))
+        start.waiters += 1
+        try:
+            await start.done.wait()
+        except BaseException:  # this caller stops waiting (cancelled); the start goes on
+            start.waiters -= 1
+            if start.done.is_set() and not start.waiters:
+                start.report(step, self.scope)  # it failed, but nobody is left to see it
+            raise
+        start.waiters -= 1
+        if start.error is not None:
+            start.reported = True
+            raise start.error
+        return start.value
+
+    async def _home(
+        self, step: Step, key: Hashable, make: Callable[[], Any], start: _Start
+    ) -> None:
+        """The home task of one value: create it; for an async resource, hold and close it."""
+        try:
+            if step.kind in _HELD:
+                holder = _Holder(step, make(), hold_shielded=False)
+                start.abort = holder.abort
+                holder.on_open = lambda: self._settle(key, step, start, holder.value, None)
+                self.exits.append((step, holder))  # closed in setup order with the rest
+                await holder.run()  # returns once the resource is closed (or failed to open)
+                if not holder.opened:
+                    self.exits.remove((step, holder))
+                    self._settle(key, step, start, None, holder.error)
+                return
+            value: Any = None
+            with start.abort:  # cancelled only by `close`; the scope swallows that
+                value = await produce(self, step, make)
+        except BaseException as error:  # a home task has nobody to raise to
+            self._settle(key, step, start, None, error)
+            return
+        if start.abort.cancelled_caught:
+            self._settle(key, step, start, None, self._closed_while_starting(step))
+            return
+        self._settle(key, step, start, value, None)
+
+    def _closed_while_starting(self, step: Step) -> RuntimeError:
+        return RuntimeError(f"the {self.scope.name} scope closed while {step.name} was starting")
+
+    def _settle(
+        self, key: Hashable, step: Step, start: _Start, value: Any, error: BaseException | None
+    ) -> None:
+        del self.starting[key]
+        if error is None:
             self.keepalive.append(step.fn)
             self.cache[key] = value
-        del self.locks[key]
-        return value
+            start.value = value
+        elif isinstance(error, anyio.get_cancelled_exc_class()):
+            start.error = self._closed_while_starting(step)
+        else:
+            start.error = error
+            if not start.waiters:
+                start.report(step, self.scope)
+        start.done.set()
 
     async def close(self, exc: BaseException | None) -> list[BaseException]:
-        """Close every resource in reverse order, shielded; return the errors raised."""
+        """Close every resource in reverse order, shielded; return the errors raised.
+
+        Values still being created are stopped first; a resource that opened anyway is
+        closed with the rest.
+        """
         self.closed = True
+        with anyio.CancelScope(shield=True):
+            while self.starting:
+                start = next(iter(self.starting.values()))
+                start.abort.cancel()
+                await start.done.wait()
         errors = await close_resources(self.exits, exc)
         self.cache.clear()
         self.keepalive.clear()
         return errors
+
+
+class _Start:
+    """A shared value under creation in its home task: what its waiters wait for."""
+
+    __slots__ = ("abort", "done", "error", "reported", "value", "waiters")
+
+    def __init__(self) -> None:
+        self.abort = anyio.CancelScope()
+        self.done = anyio.Event()
+        self.waiters = 0
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.reported = False
+
+    def report(self, step: Step, scope: Scope) -> None:
+        """Log a failure that no caller received (every caller stopped waiting)."""
+        if self.error is None or self.reported:
+            return
+        self.reported = True
+        logger.error(
+            "resolvent: %s (%r) failed to start; the next call will try again",
+            step.name,
+            scope,
+            exc_info=self.error,
+        )
+
+
+_home_tasks: set[asyncio.Task[None]] = set()
+
+
+async def _await(fn: Callable[[], Awaitable[None]]) -> None:
+    await fn()
+
+
+def _spawn(fn: Callable[[], Awaitable[None]]) -> None:
+    """Start *fn* in a task of its own that no caller's cancellation reaches.
+
+    Its only outer cancellation is the event loop's shutdown. The task inherits a copy
+    of the caller's context variables on both backends.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio: anyio's other backend
+        import trio
+
+        trio.lowlevel.spawn_system_task(fn, context=contextvars.copy_context())
+        return
+    task: asyncio.Task[None] = loop.create_task(_await(fn))
+    _home_tasks.add(task)  # the loop keeps only a weak reference
+    task.add_done_callback(_home_tasks.discard)
 
 
 async def produce(scope: LiveScope, step: Step, make: Callable[[], Any]) -> Any:
@@ -173,7 +296,9 @@ class _Holder:
         "error",
         "exc",
         "finished",
+        "hold_shielded",
         "obj",
+        "on_open",
         "opened",
         "release",
         "scope",
@@ -182,9 +307,11 @@ class _Holder:
         "value",
     )
 
-    def __init__(self, step: Step, obj: Any) -> None:
+    def __init__(self, step: Step, obj: Any, *, hold_shielded: bool = True) -> None:
         self.step = step
         self.obj = obj
+        self.hold_shielded = hold_shielded
+        self.on_open: Callable[[], None] | None = None
         self.abort = anyio.CancelScope()
         self.scope = anyio.CancelScope()
         self.settled = anyio.Event()
@@ -202,12 +329,19 @@ class _Holder:
         # aborted through `abort`, outside it, so an abort that comes too late (a setup
         # that finished regardless, a thread) cannot cut the hold or the teardown short.
         try:
+            # A home task (APP, SESSION) holds unshielded: the only cancellation that can
+            # reach it is the event loop's shutdown, which must not hang on the hold.
             with self.abort, self.scope:
                 self.value = await _open(self.step, self.obj)
                 self.opened = True
-                self.scope.shield = True
+                self.scope.shield = self.hold_shielded
+                if self.on_open is not None:
+                    self.on_open()
                 self.settled.set()
-                await self.release.wait()
+                try:
+                    await self.release.wait()
+                finally:
+                    self.scope.shield = True
                 try:
                     await _finalize(self.step, self.obj, self.exc)
                 except BaseException as error:
