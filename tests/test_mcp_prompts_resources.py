@@ -161,3 +161,26 @@ async def test_prompt_refusal_is_an_error_naming_the_parameter(mode: str) -> Non
             await c.read_resource("greeting://en")
     assert "name" in str(prompt_error.value) and "declined" in str(prompt_error.value)
     assert "name" in str(resource_error.value) and "declined" in str(resource_error.value)
+
+
+async def test_modern_prompt_and_template_ask_in_input_required_rounds() -> None:
+    server, _ = build()
+    async with client(server, "2026-07-28", elicitation_callback=answering("cancel")) as c:
+        prompt = await c.session.get_prompt("greet", {}, allow_input_required=True)
+        resource = await c.session.read_resource("greeting://en", allow_input_required=True)
+        for first in (prompt, resource):
+            assert isinstance(first, types.InputRequiredResult)
+            [(key, request)] = (first.input_requests or {}).items()
+            assert isinstance(request, types.ElicitRequest)
+            assert request.params.message == "Your name?"
+        answer = {key: types.ElicitResult(action="accept", content={"name": "Ada"})}
+        assert isinstance(prompt, types.InputRequiredResult)
+        done = await c.session.get_prompt(
+            "greet",
+            {},
+            input_responses=answer,
+            request_state=prompt.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(done, types.GetPromptResult)
+        assert prompt_text(done) == "Write a greeting for Ada (Context)"
