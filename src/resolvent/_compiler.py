@@ -19,7 +19,8 @@ from ._markers import Resolve
 from ._plan import Input, Step
 from ._registry import Provider, Registry, read, resolver_key
 from ._scopes import Scope
-from ._signature import NO_DEFAULT, FunctionInfo, Param, describe_fn, type_name
+from ._signature import NO_DEFAULT, FunctionInfo, Kind, Param, describe_fn, type_name
+from ._typecheck import may_hold
 
 __all__ = ("NO_OVERRIDES", "Graph", "Overrides", "build_graph")
 
@@ -196,6 +197,7 @@ class _Compiler:
         for param in info.params:
             if param.marker is not None:
                 child = self.target(param, param.marker, key)
+                self._check_type(key, param, self.nodes[child])
                 self._check_lifetime(node, param, self.nodes[child])
                 edges.append((param, child))
                 node.inputs.append((param, child))
@@ -233,6 +235,30 @@ class _Compiler:
             f"  fix: annotate it "
             f"`{param.name}: Annotated[{type_name(param.bare)}, Resolve(provider)]`, "
             f"declare its type with container.add_value_type(...), or give it a default"
+        )
+
+    def _check_type(self, consumer: Hashable | None, param: Param, child: _Node) -> None:
+        """Refuse `Annotated[T, Resolve(fn)]` when fn's declared type can never be a T."""
+        info = child.provider.info
+        if (
+            child.replaced  # a fake stands in: its types are the test's business
+            or param.marker is None
+            or param.marker.fn is None  # found by type: compatible by construction
+            or param.outcome is not None
+            or info.may_ask  # questions: the elicitation rules decide
+            or (isinstance(info.fn, type) and info.kind is Kind.SYNC and _is_cm_class(info.fn))
+            or may_hold(param.bare, info.provides)
+        ):
+            return
+        wanted, provided = type_name(param.bare), type_name(info.provides)
+        produces = "yields" if info.kind.is_resource else "returns"
+        short = getattr(info.fn, "__name__", None) or info.name
+        raise InvalidSignature(
+            f"parameter {param.name!r} of {self._name(consumer)} expects {wanted}, but its "
+            f"resolver {info.name} {produces} {provided}.\n"
+            f"  path: {self.path(consumer, param.name)}\n"
+            f"  fix: annotate it `{param.name}: Annotated[{provided}, Resolve({short})]`, "
+            f"or make {info.name} {produces[:-1]} {wanted}"
         )
 
     def _check_lifetime(self, node: _Node, param: Param, child: _Node) -> None:
@@ -316,6 +342,7 @@ class _Compiler:
                     root_inputs.append(Input(param.name, "value", value_type=declared))
                 continue
             start = self.target(param, param.marker, None)
+            self._check_type(None, param, self.nodes[start])
             root_inputs.append((param, start))
             if state.get(start) == 2:
                 continue
@@ -450,3 +477,8 @@ def build_graph(
         InvalidSignature: on any mistake in the graph, before anything runs.
     """
     return _Compiler(fn, registry, overrides, value_types).run()
+
+
+def _is_cm_class(cls: type) -> bool:
+    """A class whose instances are context managers: the value is what it enters."""
+    return hasattr(cls, "__enter__") or hasattr(cls, "__aenter__")

@@ -1,0 +1,73 @@
+"""Whether a consumer's declared type can hold what its resolver declares it provides.
+
+The check is deliberately one-sided: it only says "no" when both types are plain,
+concrete classes (or unions of them) and no class on one side is related to any class
+on the other. Anything it cannot judge safely (``Any``, ``object``, type variables,
+protocols, literals, ``NewType``, typed dicts, awaitables, unannotated) is unknown, and
+unknown never fails: refusing valid code would be worse than not checking at all.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import types
+import typing
+from typing import Annotated, Any, get_args, get_origin
+
+from ._signature import NO_DEFAULT
+
+__all__ = ("classes_of", "may_hold")
+
+# Implicit promotions the type system allows (PEP 484's numeric tower, bytes-likes).
+_PROMOTIONS: dict[type, tuple[type, ...]] = {
+    float: (int,),
+    complex: (int, float),
+    bytes: (bytearray, memoryview),
+}
+
+
+def classes_of(tp: Any) -> tuple[type, ...] | None:
+    """The classes *tp* admits (generics by their origin), or None when unknown."""
+    if tp is NO_DEFAULT or tp is Any or tp is object:
+        return None
+    if tp is None or tp is type(None):
+        return (type(None),)
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return classes_of(get_args(tp)[0])
+    if origin in (typing.Union, types.UnionType):
+        found: list[type] = []
+        for arg in get_args(tp):
+            sub = classes_of(arg)
+            if sub is None:
+                return None
+            found.extend(sub)
+        return tuple(found)
+    cls = tp if origin is None else origin
+    if not isinstance(cls, type) or cls is object:
+        return None
+    if getattr(cls, "_is_protocol", False) or typing.is_typeddict(cls):
+        return None
+    try:
+        if issubclass(cls, collections.abc.Awaitable):
+            return None
+    except TypeError:
+        return None
+    return (cls,)
+
+
+def _related(provided: type, wanted: type) -> bool:
+    if provided in _PROMOTIONS.get(wanted, ()):
+        return True
+    try:
+        return issubclass(provided, wanted) or issubclass(wanted, provided)
+    except TypeError:  # classes that refuse issubclass: unknown, so allowed
+        return True
+
+
+def may_hold(wanted: Any, provided: Any) -> bool:
+    """False only when *provided* certainly cannot be a *wanted*."""
+    wanted_classes, provided_classes = classes_of(wanted), classes_of(provided)
+    if wanted_classes is None or provided_classes is None:
+        return True
+    return any(_related(p, w) for p in provided_classes for w in wanted_classes)
