@@ -43,7 +43,7 @@ def classes_of(tp: Any) -> tuple[type, ...] | None:
                 return None
             found.extend(sub)
         return tuple(found)
-    cls = tp if origin is None else origin
+    cls: Any = tp if origin is None else origin
     if not isinstance(cls, type) or cls is object:
         return None
     if getattr(cls, "_is_protocol", False) or typing.is_typeddict(cls):
@@ -53,7 +53,7 @@ def classes_of(tp: Any) -> tuple[type, ...] | None:
             return None
     except TypeError:
         return None
-    return (cls,)
+    return (cls,)  # pyright: ignore[reportUnknownVariableType]
 
 
 def _related(provided: type, wanted: type) -> bool:
