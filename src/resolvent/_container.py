@@ -718,7 +718,8 @@ class Call:
         timeout = self._container.call_timeout
         if timeout is None:
             return await self._resolve(plan, args)
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(timeout) as deadline:
+            cast(Exits, self.exits).deadline = deadline.deadline
             return await self._resolve(plan, args)
 
     async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]:

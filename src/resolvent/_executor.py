@@ -285,7 +285,9 @@ async def _run_step(
         value = (
             step.fn(**kwargs)
             if step.inline
-            else await anyio.to_thread.run_sync(functools.partial(step.fn, **kwargs))
+            else await anyio.to_thread.run_sync(
+                functools.partial(step.fn, **kwargs), abandon_on_cancel=True
+            )
         )
     else:
         value = await enter(call.exits, step, step.fn(**kwargs))
@@ -534,7 +536,14 @@ def generate(
                 block_defs.append((text, step.index))
             outs = ", ".join(f"v{s.index}" for s in block)
             block_defs.append((f"    return ({outs},)", -1))
-            body.append((f"({outs},) = await to_thread(block{number}, {params})", block[-1].index))
+            # A cancelled call (its deadline, a failed branch) does not wait for the
+            # thread: it is abandoned and its late result dropped (see docs/concepts.md).
+            body.append(
+                (
+                    f"({outs},) = await to_thread(block{number}, {params}, abandon_on_cancel=True)",
+                    block[-1].index,
+                )
+            )
             last = block[-1]
             if last.may_ask:
                 body.append(

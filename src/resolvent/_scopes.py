@@ -7,6 +7,8 @@ import contextlib
 import contextvars
 import enum
 import logging
+import math
+import threading
 from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -243,10 +245,11 @@ class Exits(list[tuple["Step", Any]]):
     resource's setup and teardown always share one task and one scope depth.
     """
 
-    __slots__ = ("group", "guard")
+    __slots__ = ("deadline", "group", "guard")
 
     def __init__(self) -> None:
         super().__init__()
+        self.deadline = math.inf  # the call's `call_timeout` deadline, once resolving
         self.group: TaskGroup | None = None
         self.guard: anyio.CancelScope | None = None
 
@@ -295,6 +298,7 @@ class _Holder:
         "abort",
         "error",
         "exc",
+        "expired",
         "finished",
         "hold_shielded",
         "obj",
@@ -318,6 +322,7 @@ class _Holder:
         self.release = anyio.Event()
         self.finished = anyio.Event()
         self.opened = False
+        self.expired = False
         self.value: Any = None
         self.error: BaseException | None = None
         self.exc: BaseException | None = None
@@ -332,7 +337,7 @@ class _Holder:
             # A home task (APP, SESSION) holds unshielded: the only cancellation that can
             # reach it is the event loop's shutdown, which must not hang on the hold.
             with self.abort, self.scope:
-                self.value = await _open(self.step, self.obj)
+                self.value = await _open(self.step, self.obj, self)
                 self.opened = True
                 self.scope.shield = self.hold_shielded
                 if self.on_open is not None:
@@ -374,6 +379,7 @@ async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
         # Cancelled (a deadline, a failed sibling branch): stop the setup too. If it
         # finished anyway, the resource is open and is closed with the call.
         if not holder.opened:
+            holder.expired = anyio.current_time() >= cast(Exits, exits).deadline
             holder.abort.cancel()
         with anyio.CancelScope(shield=True):
             await holder.settled.wait()
@@ -396,7 +402,7 @@ async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
     return holder.value
 
 
-async def _open(step: Step, obj: Any) -> Any:
+async def _open(step: Step, obj: Any, holder: _Holder | None = None) -> Any:
     """Run a resource's setup and return its value."""
     kind = step.kind
     if kind is Kind.ASYNC_GENERATOR:
@@ -406,13 +412,87 @@ async def _open(step: Step, obj: Any) -> Any:
             raise RuntimeError(f"{step.name} finished without yielding a value") from None
     if kind is Kind.ASYNC_CONTEXT_MANAGER:
         return await obj.__aenter__()
-    if kind is Kind.GENERATOR:
-        return (
-            _next_or_fail(step, obj)
-            if step.inline
-            else await anyio.to_thread.run_sync(_next_or_fail, step, obj)
-        )
-    return obj.__enter__() if step.inline else await anyio.to_thread.run_sync(obj.__enter__)
+    if step.inline:
+        return _next_or_fail(step, obj) if kind is Kind.GENERATOR else obj.__enter__()
+    setup = _ThreadedSetup(step, obj)
+    try:
+        return await anyio.to_thread.run_sync(setup.run, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        if setup.abandon(expired=holder is not None and holder.expired):
+            raise  # abandoned: if the setup ever finishes, its own thread closes it
+        # Cancelled for another reason (a failed branch, the caller), or it opened just
+        # now: wait for the setup, so what it opened is closed with the call as usual
+        # (the cancellation is delivered again at the call's next checkpoint).
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(setup.done.wait)
+        if setup.error is not None:
+            raise setup.error from None
+        return setup.value
+
+
+class _ThreadedSetup:
+    """A sync resource's setup in a worker thread that an expired call may abandon.
+
+    The call does not wait for an abandoned thread; when the setup finishes anyway, the
+    thread itself closes the resource nobody will use. A setup abandoned before its
+    thread started never runs.
+    """
+
+    __slots__ = ("abandoned", "done", "error", "lock", "obj", "opened", "started", "step", "value")
+
+    def __init__(self, step: Step, obj: Any) -> None:
+        self.step = step
+        self.obj = obj
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.abandoned = False
+        self.started = False
+        self.opened = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> Any:
+        if not self._start():
+            return None
+        step, obj = self.step, self.obj
+        try:
+            value = _next_or_fail(step, obj) if step.kind is Kind.GENERATOR else obj.__enter__()
+        except BaseException as error:
+            self.error = error
+            self.done.set()
+            raise
+        with self.lock:
+            self.value = value
+            self.opened = True
+            late = self.abandoned
+        self.done.set()
+        if late:
+            self.close_late()
+        return value
+
+    def _start(self) -> bool:
+        with self.lock:
+            if self.abandoned:
+                return False
+            self.started = True
+            return True
+
+    def abandon(self, *, expired: bool) -> bool:
+        """Abandon the setup if it has not started, or (on *expired*) not opened yet.
+
+        Returns True if it was abandoned; False if the caller must wait for it.
+        """
+        with self.lock:
+            self.abandoned = not self.started or (expired and not self.opened)
+            return self.abandoned
+
+    def close_late(self) -> None:
+        try:
+            _finalize_sync(self.step, self.obj, None)
+        except BaseException as error:
+            logger.error(
+                "resolvent: teardown of %s (abandoned setup) failed", self.step.name, exc_info=error
+            )
 
 
 def _next_or_fail(step: Step, gen: Any) -> Any:
