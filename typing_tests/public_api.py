@@ -66,6 +66,8 @@ async def main() -> None:
     plan = container.compile(handler)
     assert_type(plan, Plan)
     async with container:
+        # Eager start takes providers as Resolve does: functions or provided types.
+        assert_type(await container.start(pool, Settings), None)
         assert_type(await container.run(handler, user_id="u1"), int)
         assert_type(await container.run(sync_handler), str)
         async with container.session() as session:
@@ -74,5 +76,6 @@ async def main() -> None:
                 kwargs = await call.resolve(plan, {"user_id": "u1"})
                 assert_type(kwargs, dict[str, Any])
                 assert_type(await call.run(handler, user_id="u1"), int)
+    assert_type(Container(warm=[pool, Settings]), Container)
     assert_type(Scope.APP > Scope.CALL, bool)
     assert_type(Elicit("?", Confirm).schema, type[Confirm])

@@ -23,13 +23,14 @@ from collections.abc import (
 )
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import Any, TypeVar, cast, overload
+from typing import Annotated, Any, TypeVar, cast, overload
 
 import anyio
 
 from ._compiler import NO_OVERRIDES, Overrides, build_graph
 from ._errors import ResolventError
-from ._executor import Rounds, generate, interpret
+from ._executor import MISSING, Rounds, _run_step, generate, interpret
+from ._markers import Resolve
 from ._plan import Plan, Step
 from ._questions import Asker
 from ._registry import Registry, read, resolver_key
@@ -74,6 +75,10 @@ class Container:
             (default: sequential, in plan order).
         call_timeout: seconds each call's resolution may take; on expiry the call
             fails with `TimeoutError` and its resources are closed.
+        warm: APP providers (functions or provided types, as `Resolve` takes them) to
+            `start` whenever the container is entered, so ``async with container:`` (or
+            the server lifespan) returns only once they are open. If one fails to start,
+            the container does not open and the error says which and why.
 
     ```python
     container = Container()
@@ -92,8 +97,10 @@ class Container:
         values: Iterable[type] = (),
         concurrent: bool = False,
         call_timeout: float | None = None,
+        warm: Iterable[Callable[..., Any]] = (),
     ) -> None:
         self._registry = Registry()
+        self._warm: tuple[Callable[..., Any], ...] = tuple(warm)
         self._value_types: tuple[type, ...] = tuple(values)
         self._plans: OrderedDict[Hashable, Plan] = OrderedDict()  # LRU
         self._ready: dict[Any, Plan] = {}  # fn -> plan that `run` may start directly
@@ -274,12 +281,25 @@ class Container:
         if self._entries == 0:
             self._app = LiveScope(Scope.APP)
         self._entries += 1
+        if self._warm:
+            # Every entry waits for the warm values (a later one finds them made or
+            # joins the start under way), so no lifespan serves traffic before them.
+            try:
+                await self.start(*self._warm)
+            except BaseException as error:
+                # Close what did start, cleanly: the failure is not theirs.
+                settle(error, await self._leave(None))
+                raise
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        settle(exc, await self._leave(exc))
+
+    async def _leave(self, exc: BaseException | None) -> list[BaseException]:
+        """Drop one entry; the last one closes the APP scope. Returns teardown errors."""
         self._entries -= 1
         if self._entries > 0:
-            return
+            return []
         app, self._app = self._app, None
         assert app is not None
         self._ready.clear()  # plans needing APP must be checked again
@@ -291,7 +311,106 @@ class Container:
                     await callback()
                 except Exception as error:
                     errors.append(error)
-        settle(exc, errors + await app.close(exc))
+        return errors + await app.close(exc)
+
+    async def start(self, *targets: Callable[..., Any]) -> None:
+        """Create APP values now, with the APP values they depend on, and wait for them.
+
+        So a server opens its pool before it accepts traffic instead of on the first
+        call. *targets* are APP providers, as `Resolve` takes them: a function, or a
+        type some provider provides. Values already made are kept; a start another call
+        began is joined. Under a deadline of your own, timing out only stops the
+        waiting: the start goes on, as it does for calls. ``Container(warm=[...])`` does
+        this on every entry.
+
+        ```python
+        async with container:
+            await container.start(pool, Settings)
+        ```
+
+        Raises:
+            ResolventError: the container is not open; a target is not APP-scoped; or
+                a value failed to start.
+                The last names the provider, and the original exception is its
+                ``__cause__``; values started before it stay open.
+            InvalidSignature: the targets' graph does not compile.
+        """
+        app = self._app
+        if app is None:
+            raise ResolventError(
+                "container.start(...) needs an open container.\n"
+                "  fix: call it inside `async with container:` (or the server lifespan), "
+                "or pass Container(warm=[...]) to start them on entry"
+            )
+        plan = self._start_plan(targets)
+        vals: list[Any] = [MISSING] * len(plan.steps)
+        for step in plan.steps:
+            try:
+                vals[step.index] = await _run_step(
+                    step, vals, cast(Any, None), EMPTY, EMPTY, app, None
+                )
+            except Exception as error:
+                raise ResolventError(
+                    f"{step.name} ({step.scope!r}) failed to start: "
+                    f"{type(error).__name__}: {error}\n"
+                    f"  path: {plan.path_to(step.index)}\n"
+                    f"  fix: the cause printed above was raised inside {step.name}; fix it "
+                    "and start again (the next start or call that needs it tries again)"
+                ) from error
+
+    def _start_plan(self, targets: tuple[Callable[..., Any], ...]) -> Plan:
+        """Compile *targets* as the parameters of one function and check they are APP."""
+        params: dict[str, Any] = {}
+        for target in targets:
+            if isinstance(target, type) and self._registry.get(target) is None:
+                hint: Any = Annotated[target, Resolve()]  # a provided type
+            else:
+                hint = Annotated[Any, Resolve(target)]
+            name = getattr(target, "__name__", "")
+            if not (isinstance(name, str) and name.isidentifier()) or name in params:
+                name = f"target{len(params)}"
+            params[name] = hint
+
+        async def start(**values: Any) -> None:
+            return None
+
+        start.__qualname__ = start.__name__ = "container.start"
+        start.__module__ = "builtins"  # messages then call it plain `container.start`
+        start.__annotations__ = dict(params)
+        start.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in params]
+        )
+        overrides = self._override_var.get() if self._overridden else None
+        graph = build_graph(start, self._registry, overrides or NO_OVERRIDES, self._value_types)
+        plan = Plan(
+            fn=start,
+            name=graph.root.name,
+            steps=graph.steps,
+            inputs=graph.inputs,
+            arguments=graph.arguments,
+            value_types=graph.value_types,
+            scopes=frozenset(s.scope for s in graph.steps),
+            needs_call=False,
+            generation=self._generation,
+            fn_is_async=True,
+            run_fn=start,
+            overrides=overrides,
+        )
+        shared = [s for s in plan.steps if s.scope is not Scope.APP]
+        if shared:  # APP values depend only on APP values: a target is the culprit
+            step = next((s for s in shared if s.parent < 0), shared[0])
+            raise ResolventError(
+                f"container.start cannot start {step.name}: it is {step.scope!r}, and "
+                "start creates APP values only.\n"
+                + (
+                    f"  fix: a SESSION value starts in its session; start the APP values "
+                    f"{step.name} needs instead"
+                    if step.scope is Scope.SESSION
+                    else f"  fix: register {step.name} with scope=Scope.APP if one value "
+                    "should serve every call, or leave it out of start()"
+                )
+            )
+        return plan
 
     def on_close(self, callback: Callable[[], Awaitable[None]]) -> None:
         """Run *callback* when the open APP scope closes, before its resources close.
