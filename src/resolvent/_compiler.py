@@ -441,12 +441,15 @@ class _Compiler:
                     key=("override", taint, key) if taint else key,
                     scope=provider.scope,
                     kind=provider.info.kind,
-                    inline=provider.inline,
+                    # An async factory made its context manager on the event loop:
+                    # it is entered and exited there too, not in a worker thread.
+                    inline=provider.inline or provider.info.awaits,
                     may_ask=provider.info.may_ask and provider.scope is Scope.CALL,
                     inputs=tuple(self._input(item, index) for item in node.inputs),
                     wire_key=base if count == 0 else f"{base}#{count}",
                     parent=index[node.parent] if node.parent is not None else -1,
                     param=node.param,
+                    awaits=provider.info.awaits,
                 )
             )
         return Graph(

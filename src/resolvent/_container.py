@@ -227,7 +227,7 @@ class Container:
         graph = build_graph(fn, self._registry, overrides or NO_OVERRIDES, self._value_types)
         ref: list[Any] = [None]
         steps = graph.steps
-        is_async = graph.root.kind is Kind.ASYNC
+        is_async = graph.root.awaits
         run_fn = generate(ref, graph.root.name, is_async, steps, graph.inputs, "run")[1]
         assert run_fn is not None
         plan = Plan(

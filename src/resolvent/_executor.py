@@ -290,7 +290,10 @@ async def _run_step(
             )
         )
     else:
-        value = await enter(call.exits, step, step.fn(**kwargs))
+        obj = step.fn(**kwargs)
+        if step.awaits:  # an async factory of a context manager
+            obj = await obj
+        value = await enter(call.exits, step, obj)
     if step.may_ask and value.__class__ in QUESTION_KINDS:
         try:
             value = await ask(call, step, value)
@@ -570,7 +573,8 @@ def generate(
             )
             continue
         if step.kind.is_resource:
-            body.append((f"{v} = await enter(exits, {s}, {fn}({call_args}))", step.index))
+            factory = f"{'await ' if step.awaits else ''}{fn}({call_args})"
+            body.append((f"{v} = await enter(exits, {s}, {factory})", step.index))
         elif step.kind is Kind.ASYNC:
             body.append((f"{v} = await {fn}({call_args})", step.index))
         else:

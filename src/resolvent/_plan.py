@@ -46,6 +46,9 @@ class Step:
     wire_key: str
     parent: int
     param: str
+    awaits: bool = False
+    """Calling *fn* returns an awaitable; for a resource, the context manager is the
+    awaited result (``async def f() -> httpx.AsyncClient``)."""
 
     @property
     def threaded(self) -> bool:

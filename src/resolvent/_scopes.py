@@ -107,7 +107,14 @@ class LiveScope:
         """The home task of one value: create it; for an async resource, hold and close it."""
         try:
             if step.kind in _HELD:
-                holder = _Holder(step, make(), hold_shielded=False)
+                obj = make()
+                if step.awaits:  # an async factory of the context manager: await, then enter
+                    with start.abort:
+                        obj = await obj
+                    if start.abort.cancelled_caught:
+                        self._settle(key, step, start, None, self._closed_while_starting(step))
+                        return
+                holder = _Holder(step, obj, hold_shielded=False)
                 start.abort = holder.abort
                 holder.on_open = lambda: self._settle(key, step, start, holder.value, None)
                 self.exits.append((step, holder))  # closed in setup order with the rest
@@ -223,7 +230,10 @@ async def produce(scope: LiveScope, step: Step, make: Callable[[], Any]) -> Any:
     elif kind is Kind.SYNC:
         value = make() if step.inline else await anyio.to_thread.run_sync(make)
     else:
-        return await enter(scope.exits, step, make())
+        obj = make()
+        if step.awaits:  # an async factory of a context manager
+            obj = await obj
+        return await enter(scope.exits, step, obj)
     if value.__class__ in QUESTION_KINDS:
         raise ResolventError(
             f"{step.name} ({step.scope!r}) returned a question; "

@@ -14,7 +14,15 @@ import re
 import sys
 import types
 import typing
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterator,
+)
 from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
 
@@ -85,6 +93,9 @@ class FunctionInfo:
     provides: Any
     may_ask: bool
     varkw: bool
+    awaits: bool = False
+    """Calling it returns an awaitable: an async function, or an async factory of a
+    context manager (awaited first, then entered)."""
 
 
 def describe_fn(fn: Any) -> str:
@@ -121,6 +132,8 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
         target: Any = fn.__init__
     elif inspect.isroutine(fn) or isinstance(fn, functools.partial):
         target = fn.func if isinstance(fn, functools.partial) else fn
+    elif _wrapped_of(fn) is not None:  # a class-based decorator: update_wrapper's copy
+        target = fn
     else:
         target = type(fn).__call__
     try:
@@ -179,28 +192,153 @@ _CM_FACTORY_CODES: dict[Any, Kind] = {
 }
 
 
-def _kind_and_provides(fn: Any, returns: Any) -> tuple[Kind, Any]:
-    target = _unwrapped(fn)
-    origin = get_origin(returns) or returns
-    if inspect.isasyncgenfunction(target):
-        return Kind.ASYNC_GENERATOR, _first_arg(returns)
-    if inspect.isgeneratorfunction(target):
-        return Kind.GENERATOR, _first_arg(returns)
-    code = getattr(target, "__code__", None)
-    if code is not None and code in _CM_FACTORY_CODES:
-        # @asynccontextmanager / @contextmanager: annotations are the generator's own.
-        # (Identified by contextlib's own wrapper code, not by any __wrapped__, so a
-        # functools.wraps decorator around a generator is not mistaken for one.)
-        kind = _CM_FACTORY_CODES[code]
+def _wrapped_of(fn: Any) -> Any:
+    """The callable *fn* wraps (``functools.wraps`` sets ``__wrapped__``), or None."""
+    try:
+        inner = getattr(fn, "__wrapped__", None)
+    except Exception:  # an object whose attribute access fails: it wraps nothing we can read
+        return None
+    return inner if callable(inner) and inner is not fn else None
+
+
+def _call_kind(fn: Any) -> Kind:
+    """What calling *fn* gives, read from its code through any ``functools.wraps`` layers.
+
+    The outermost layer that tells wins: contextlib's context-manager factories, async
+    generator, generator and async functions tell; a plain sync wrapper passes its inner
+    function's result through (that is what ``functools.wraps`` promises).
+    """
+    layer = fn
+    for _ in range(64):  # as deep as real decorator stacks go; a loop of wrappers ends too
+        layer = _unwrapped(layer)
+        code = getattr(layer, "__code__", None)
+        if code is not None and code in _CM_FACTORY_CODES:
+            # @asynccontextmanager / @contextmanager: identified by contextlib's own
+            # wrapper code, not by its __wrapped__ (the generator inside).
+            return _CM_FACTORY_CODES[code]
+        if inspect.isasyncgenfunction(layer):
+            return Kind.ASYNC_GENERATOR
+        if inspect.isgeneratorfunction(layer):
+            return Kind.GENERATOR
+        if _is_async_callable(layer):
+            return Kind.ASYNC
+        if inspect.isclass(layer):
+            return Kind.SYNC
+        inner = _wrapped_of(layer)
+        if inner is None:
+            break
+        layer = inner
+    return Kind.SYNC
+
+
+_AWAITABLES = (Awaitable, Coroutine)
+
+
+def _awaited_type(returns: Any) -> Any:
+    """``T`` for a return annotation ``Awaitable[T]`` or ``Coroutine[Any, Any, T]``."""
+    origin = get_origin(returns)
+    if origin not in _AWAITABLES:
+        return None
+    args = get_args(returns)
+    return args[-1] if args else NO_DEFAULT
+
+
+_SELF: Any = typing.Self
+_CM_ABCS = (contextlib.AbstractAsyncContextManager, contextlib.AbstractContextManager)
+
+
+def _entered(returns: Any) -> tuple[Kind, Any] | None:
+    """For a return annotation that is a context-manager type: its kind and what entering
+    it gives (``AbstractAsyncContextManager[T]`` gives T; a class such as
+    ``httpx.AsyncClient`` gives what its ``__aenter__`` says, itself when unannotated)."""
+    origin: Any = get_origin(returns) or returns
+    if not isinstance(origin, type):
+        return None
+    if issubclass(origin, _ASYNC_CMS):  # pyright: ignore[reportGeneralTypeIssues]
+        kind, method = Kind.ASYNC_CONTEXT_MANAGER, "__aenter__"
+    elif issubclass(origin, _SYNC_CMS):  # pyright: ignore[reportGeneralTypeIssues]
+        kind, method = Kind.CONTEXT_MANAGER, "__enter__"
+    else:
+        return None
+    if origin in _CM_ABCS:
         return kind, _first_arg(returns)
-    if not _is_async_callable(fn) and isinstance(origin, type):
-        if issubclass(origin, _ASYNC_CMS):  # pyright: ignore[reportGeneralTypeIssues]
-            return Kind.ASYNC_CONTEXT_MANAGER, _first_arg(returns)
-        if issubclass(origin, _SYNC_CMS):  # pyright: ignore[reportGeneralTypeIssues]
-            return Kind.CONTEXT_MANAGER, _first_arg(returns)
+    try:
+        entered = typing.get_type_hints(getattr(typing.cast(Any, origin), method)).get(
+            "return", NO_DEFAULT
+        )
+    except Exception:  # a C method, or a name that does not resolve: say the class itself
+        entered = NO_DEFAULT
+    if (
+        entered is NO_DEFAULT
+        or entered is _SELF
+        or isinstance(entered, typing.TypeVar)  # `self: U -> U`, as httpx writes it
+        or entered is origin
+    ):
+        return kind, returns
+    return kind, entered
+
+
+def _kind_and_provides(fn: Any, returns: Any) -> tuple[Kind, Any, bool]:
+    """The kind, the provided type, and whether calling *fn* returns an awaitable."""
+    kind = _call_kind(fn)
+    if kind.is_resource:  # generators and contextlib factories: annotations are the generator's
+        return kind, _first_arg(returns), False
+    entered = _entered(returns)
+    if entered is not None:  # `-> Client` where Client is a context manager: a resource
+        return entered[0], entered[1], kind is Kind.ASYNC
+    if kind is Kind.ASYNC:
+        return kind, returns, True
     if inspect.isclass(fn):
-        return Kind.SYNC, fn
-    return (Kind.ASYNC if _is_async_callable(fn) else Kind.SYNC), returns
+        return Kind.SYNC, fn, False
+    awaited = _awaited_type(returns)
+    if awaited is not None:  # a sync callable that says it returns an awaitable
+        return Kind.ASYNC, awaited, True
+    return Kind.SYNC, returns, False
+
+
+def _article(noun: str) -> str:
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
+
+
+def _bare_wrapper(fn: Any, returns: Any) -> None:
+    """Refuse a decorator's wrapper that hides what it wraps (no ``functools.wraps``).
+
+    A plain sync function taking ``*args``/``**kwargs``, with no ``__wrapped__`` and no
+    return annotation, that closes over an async function or a generator function
+    would otherwise be run as a plain function and its coroutine or generator object
+    injected.
+    """
+    if not isinstance(fn, types.FunctionType) or _wrapped_of(fn) is not None:
+        return
+    if returns is not NO_DEFAULT and returns is not Any and returns is not object:
+        return
+    code = fn.__code__
+    if not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+        return
+    for cell in fn.__closure__ or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if not callable(inner) or inspect.isclass(inner):
+            continue
+        kind = _call_kind(inner)
+        if kind is Kind.SYNC:
+            continue
+        name = describe_fn(fn)
+        varargs = code.co_flags & inspect.CO_VARARGS
+        annotate = (
+            ""
+            if varargs or kind is not Kind.ASYNC
+            else ", or annotate the wrapper's return type (`-> Awaitable[T]`)"
+        )
+        raise InvalidSignature(
+            f"{name} wraps {describe_fn(inner)} ({_article(kind.value)}) but has no __wrapped__, "
+            "so resolvent cannot tell what calling it returns: it would inject the "
+            f"{'coroutine' if kind is Kind.ASYNC else kind.value} object itself.\n"
+            f"  fix: decorate the wrapper with @functools.wraps({getattr(inner, '__name__', 'fn')})"
+            f" inside the decorator{annotate}"
+        )
 
 
 def _union_members(annotation: Any) -> tuple[Any, ...]:
@@ -357,6 +495,8 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
     _misplaced_marker(fn, name)
     _pydantic_model(fn, name)
     hints = _hints(fn)
+    returns = fn if inspect.isclass(fn) else hints.get("return", NO_DEFAULT)
+    _bare_wrapper(fn, returns)
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
@@ -420,9 +560,6 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
         bare = annotation.__origin__ if get_origin(annotation) is Annotated else annotation
         family = outcome_family(bare) if marker is not None else None
         params.append(Param(p.name, bare, marker, family, p.default))
-    returns = hints.get("return", NO_DEFAULT)
-    if inspect.isclass(fn):
-        returns = fn
-    kind, provides = _kind_and_provides(fn, returns)
+    kind, provides, awaits = _kind_and_provides(fn, returns)
     may_ask, provides = _may_ask(fn, provides) if not kind.is_resource else (False, provides)
-    return FunctionInfo(fn, name, tuple(params), kind, provides, may_ask, varkw)
+    return FunctionInfo(fn, name, tuple(params), kind, provides, may_ask, varkw, awaits)

@@ -1,0 +1,247 @@
+"""Providers whose class is itself a context manager: ``-> httpx.AsyncClient``,
+``-> sqlite3.Connection``, a pool of your own.
+
+The return annotation decides, at compile time: the provider is a resource, entered
+when first needed and exited when its scope ends, whether the factory is a ``def`` or an
+``async def``. What is injected is what ``__aenter__``/``__enter__`` returns, and
+``Resolve()`` finds the provider by that type.
+"""
+
+import sqlite3
+from collections.abc import Callable
+from typing import Annotated, Any, Self
+
+import httpx
+import pytest
+from mcp.server.mcpserver import MCPServer
+
+from mcp_helpers import MODES as MCP_MODES
+from mcp_helpers import client, text
+from resolvent import Container, Resolve, Scope
+from resolvent.mcp import inject
+
+MODES: list[Any] = [
+    pytest.param({}, id="generated"),
+    pytest.param({"concurrent": True}, id="concurrent"),
+    pytest.param({"call_timeout": 30}, id="timeout"),
+]
+SCOPES = [Scope.CALL, Scope.SESSION, Scope.APP]
+
+
+class Upstream:
+    """A client of our own, shaped like httpx.AsyncClient: entering it opens it."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        self.open = False
+
+    async def __aenter__(self) -> Self:
+        self.open = True
+        self.log.append("open")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.open = False
+        self.log.append("close")
+
+    async def get(self) -> str:
+        assert self.open, "used while closed"
+        return "pong"
+
+
+def factories(log: list[str]) -> dict[str, Callable[..., Any]]:
+    def sync_factory() -> Upstream:
+        return Upstream(log)
+
+    async def async_factory() -> Upstream:
+        return Upstream(log)
+
+    return {"def": sync_factory, "async def": async_factory}
+
+
+@pytest.mark.parametrize("options", MODES)
+@pytest.mark.parametrize("scope", SCOPES, ids=lambda s: s.name)
+@pytest.mark.parametrize("shape", ["def", "async def"])
+async def test_a_factory_of_a_context_manager_class_is_entered_and_closed(
+    shape: str, scope: Scope, options: dict[str, Any]
+) -> None:
+    log: list[str] = []
+    container = Container(**options)
+    container.provide(factories(log)[shape], scope=scope)
+
+    async def handler(up: Annotated[Upstream, Resolve()]) -> str:
+        assert isinstance(up, Upstream)
+        return await up.get()
+
+    async with container:
+        async with container.session() as session:
+            assert await session.run(handler) == "pong"
+            assert await session.run(handler) == "pong"
+        log.append("session over")
+    opened_per_call = ["open", "close", "open", "close", "session over"]
+    expected = {
+        Scope.CALL: opened_per_call,
+        Scope.SESSION: ["open", "close", "session over"],
+        Scope.APP: ["open", "session over", "close"],
+    }[scope]
+    assert log == expected
+
+
+async def test_the_class_itself_as_provider_is_found_by_type() -> None:
+    log: list[str] = []
+
+    class Pool(Upstream):
+        def __init__(self) -> None:
+            super().__init__(log)
+
+    container = Container()
+    container.provide(Pool, scope=Scope.APP)
+
+    async def handler(pool: Annotated[Pool, Resolve()]) -> str:
+        return await pool.get()
+
+    async with container:
+        assert await container.run(handler) == "pong"
+        assert log == ["open"]
+    assert log == ["open", "close"]
+
+
+class Connection:
+    def __init__(self, pool: "Pool") -> None:
+        self.pool = pool
+
+
+class Pool:
+    """A pool whose ``async with`` hands out a connection, not itself."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    async def __aenter__(self) -> Connection:
+        self.log.append("acquire")
+        return Connection(self)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.log.append("release")
+
+
+POOL = Pool()
+
+
+async def connection() -> Pool:
+    return POOL
+
+
+@pytest.mark.parametrize("options", MODES)
+async def test_what_enter_returns_is_injected_and_offered_by_its_type(
+    options: dict[str, Any],
+) -> None:
+    POOL.log.clear()
+    container = Container(**options)
+    container.provide(connection)
+
+    async def handler(conn: Annotated[Connection, Resolve()]) -> bool:
+        return conn.pool is POOL
+
+    assert await container.run(handler) is True
+    assert POOL.log == ["acquire", "release"]
+
+
+@pytest.mark.parametrize("shape", ["def", "async def"])
+async def test_sqlite_connection_commits_when_the_call_ends(shape: str) -> None:
+    """sqlite3.Connection's ``with`` commits (or rolls back on error) at the end."""
+    db = sqlite3.connect(":memory:", check_same_thread=False)
+    db.execute("create table notes (text)")
+
+    def sync_db() -> sqlite3.Connection:
+        return db
+
+    async def async_db() -> sqlite3.Connection:
+        return db
+
+    container = Container()
+    container.provide(sync_db if shape == "def" else async_db)
+
+    async def add(note: str, conn: Annotated[sqlite3.Connection, Resolve()]) -> bool:
+        conn.execute("insert into notes values (?)", (note,))
+        return conn.in_transaction
+
+    async def fail(conn: Annotated[sqlite3.Connection, Resolve()]) -> None:
+        conn.execute("insert into notes values ('lost')")
+        raise LookupError("the body failed")
+
+    assert await container.run(add, note="milk") is True  # open during the call
+    assert not db.in_transaction  # committed when the call ended
+    with pytest.raises(LookupError):
+        await container.run(fail)
+    assert [row[0] for row in db.execute("select text from notes")] == ["milk"]
+
+
+@pytest.mark.parametrize("options", MODES)
+async def test_an_httpx_client_from_an_async_factory_is_closed(options: dict[str, Any]) -> None:
+    made: list[httpx.AsyncClient] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text="pong")
+
+    container = Container(**options)
+
+    @container.provider(scope=Scope.APP)
+    async def http() -> httpx.AsyncClient:
+        made.append(httpx.AsyncClient(transport=httpx.MockTransport(reply)))
+        return made[-1]
+
+    async def ping(client: Annotated[httpx.AsyncClient, Resolve()]) -> str:
+        return (await client.get("http://upstream/ping")).text
+
+    async with container:
+        assert await container.run(ping) == "pong"
+        assert await container.run(ping) == "pong"
+        assert len(made) == 1
+        assert not made[0].is_closed
+    assert made[0].is_closed
+
+
+def test_the_plan_shows_the_factory_as_a_resource() -> None:
+    container = Container()
+    container.provide(factories([])["async def"])
+    container.provide(connection)
+
+    async def handler(
+        up: Annotated[Upstream, Resolve()], conn: Annotated[Connection, Resolve()]
+    ) -> None: ...
+
+    lines = container.compile(handler).describe().splitlines()
+    assert lines[1].split()[1:] == [
+        "test_core_cm_classes.factories.<locals>.async_factory",
+        *["CALL", "async", "context", "manager"],
+    ]
+    assert lines[2].split()[1:] == [
+        "test_core_cm_classes.connection",
+        *["CALL", "async", "context", "manager"],
+    ]
+
+
+@pytest.mark.parametrize("mode", MCP_MODES)
+async def test_an_mcp_tool_uses_an_app_http_client_closed_at_shutdown(mode: str) -> None:
+    made: list[httpx.AsyncClient] = []
+    container = Container()
+    server = MCPServer("proxy", lifespan=container.lifespan)
+
+    @container.provider(scope=Scope.APP)
+    async def http() -> httpx.AsyncClient:
+        reply = httpx.Response(200, text="pong")
+        made.append(httpx.AsyncClient(transport=httpx.MockTransport(lambda _: reply)))
+        return made[-1]
+
+    @server.tool()
+    @inject(container)
+    async def ping(client: Annotated[httpx.AsyncClient, Resolve()]) -> str:
+        return (await client.get("http://upstream/ping")).text
+
+    async with client(server, mode) as c:
+        assert text(await c.call_tool("ping", {})) == "pong"
+        assert text(await c.call_tool("ping", {})) == "pong"
+        assert len(made) == 1
+        assert not made[0].is_closed
+    assert made[0].is_closed
