@@ -11,20 +11,32 @@ import sqlite3
 from collections.abc import Callable
 from typing import Annotated, Any, Self
 
+import anyio
 import httpx
 import pytest
 from mcp.server.mcpserver import MCPServer
 
 from mcp_helpers import MODES as MCP_MODES
 from mcp_helpers import client, text
-from resolvent import Container, Resolve, Scope
+from resolvent import Container, InvalidSignature, Resolve, Scope, Session
 from resolvent.mcp import inject
 
-MODES: list[Any] = [
-    pytest.param({}, id="generated"),
-    pytest.param({"concurrent": True}, id="concurrent"),
-    pytest.param({"call_timeout": 30}, id="timeout"),
-]
+MODES = ["generated", "interpreter", "concurrent", "timeout"]
+
+
+def make_container(mode: str) -> Container:
+    options = {"concurrent": {"concurrent": True}, "timeout": {"call_timeout": 30}}
+    return Container(**options.get(mode, {}))
+
+
+async def run(runner: Container | Session, handler: Callable[..., Any], mode: str) -> Any:
+    """Run *handler* the way *mode* says; "interpreter" is a multi-round call."""
+    if mode == "interpreter":
+        async with runner.call(rounds=True) as call:
+            return await call.run(handler)
+    return await runner.run(handler)
+
+
 SCOPES = [Scope.CALL, Scope.SESSION, Scope.APP]
 
 
@@ -49,6 +61,27 @@ class Upstream:
         return "pong"
 
 
+class Files:
+    """A sync context manager of our own, shaped like requests.Session or a file."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        self.open = False
+
+    def __enter__(self) -> "Files":
+        self.open = True
+        self.log.append("open")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.open = False
+        self.log.append("close")
+
+    def get(self) -> str:
+        assert self.open, "used while closed"
+        return "pong"
+
+
 def factories(log: list[str]) -> dict[str, Callable[..., Any]]:
     def sync_factory() -> Upstream:
         return Upstream(log)
@@ -56,27 +89,47 @@ def factories(log: list[str]) -> dict[str, Callable[..., Any]]:
     async def async_factory() -> Upstream:
         return Upstream(log)
 
-    return {"def": sync_factory, "async def": async_factory}
+    def sync_files() -> Files:
+        return Files(log)
+
+    async def async_files() -> Files:
+        return Files(log)
+
+    return {
+        "def-async-cm": sync_factory,
+        "async-def-async-cm": async_factory,
+        "def-sync-cm": sync_files,
+        "async-def-sync-cm": async_files,
+    }
 
 
-@pytest.mark.parametrize("options", MODES)
+async def upstream_handler(up: Annotated[Upstream, Resolve()]) -> str:
+    assert isinstance(up, Upstream)
+    return await up.get()
+
+
+def files_handler(files: Annotated[Files, Resolve()]) -> str:
+    assert isinstance(files, Files)
+    return files.get()
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("scope", SCOPES, ids=lambda s: s.name)
-@pytest.mark.parametrize("shape", ["def", "async def"])
+@pytest.mark.parametrize(
+    "shape", ["def-async-cm", "async-def-async-cm", "def-sync-cm", "async-def-sync-cm"]
+)
 async def test_a_factory_of_a_context_manager_class_is_entered_and_closed(
-    shape: str, scope: Scope, options: dict[str, Any]
+    shape: str, scope: Scope, mode: str
 ) -> None:
     log: list[str] = []
-    container = Container(**options)
+    container = make_container(mode)
     container.provide(factories(log)[shape], scope=scope)
-
-    async def handler(up: Annotated[Upstream, Resolve()]) -> str:
-        assert isinstance(up, Upstream)
-        return await up.get()
+    handler = files_handler if shape.endswith("-sync-cm") else upstream_handler
 
     async with container:
         async with container.session() as session:
-            assert await session.run(handler) == "pong"
-            assert await session.run(handler) == "pong"
+            assert await run(session, handler, mode) == "pong"
+            assert await run(session, handler, mode) == "pong"
         log.append("session over")
     opened_per_call = ["open", "close", "open", "close", "session over"]
     expected = {
@@ -85,6 +138,21 @@ async def test_a_factory_of_a_context_manager_class_is_entered_and_closed(
         Scope.APP: ["open", "session over", "close"],
     }[scope]
     assert log == expected
+
+
+@pytest.mark.parametrize("shape", ["def-async-cm", "async-def-async-cm"])
+async def test_a_call_resolves_a_client_under_its_own_deadline(shape: str) -> None:
+    """``call.resolve`` inside the caller's own ``fail_after``: the client is still open
+    after the deadline's block, and closed when the call ends."""
+    log: list[str] = []
+    container = Container()
+    container.provide(factories(log)[shape])
+    async with container.call() as call:
+        with anyio.fail_after(30):
+            up = (await call.resolve(upstream_handler))["up"]
+        assert await up.get() == "pong"
+        assert log == ["open"]
+    assert log == ["open", "close"]
 
 
 async def test_the_class_itself_as_provider_is_found_by_type() -> None:
@@ -132,18 +200,18 @@ async def connection() -> Pool:
     return POOL
 
 
-@pytest.mark.parametrize("options", MODES)
+@pytest.mark.parametrize("mode", MODES)
 async def test_what_enter_returns_is_injected_and_offered_by_its_type(
-    options: dict[str, Any],
+    mode: str,
 ) -> None:
     POOL.log.clear()
-    container = Container(**options)
+    container = make_container(mode)
     container.provide(connection)
 
     async def handler(conn: Annotated[Connection, Resolve()]) -> bool:
         return conn.pool is POOL
 
-    assert await container.run(handler) is True
+    assert await run(container, handler, mode) is True
     assert POOL.log == ["acquire", "release"]
 
 
@@ -177,14 +245,14 @@ async def test_sqlite_connection_commits_when_the_call_ends(shape: str) -> None:
     assert [row[0] for row in db.execute("select text from notes")] == ["milk"]
 
 
-@pytest.mark.parametrize("options", MODES)
-async def test_an_httpx_client_from_an_async_factory_is_closed(options: dict[str, Any]) -> None:
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_httpx_client_from_an_async_factory_is_closed(mode: str) -> None:
     made: list[httpx.AsyncClient] = []
 
     def reply(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, text="pong")
 
-    container = Container(**options)
+    container = make_container(mode)
 
     @container.provider(scope=Scope.APP)
     async def http() -> httpx.AsyncClient:
@@ -195,8 +263,8 @@ async def test_an_httpx_client_from_an_async_factory_is_closed(options: dict[str
         return (await client.get("http://upstream/ping")).text
 
     async with container:
-        assert await container.run(ping) == "pong"
-        assert await container.run(ping) == "pong"
+        assert await run(container, ping, mode) == "pong"
+        assert await run(container, ping, mode) == "pong"
         assert len(made) == 1
         assert not made[0].is_closed
     assert made[0].is_closed
@@ -204,7 +272,7 @@ async def test_an_httpx_client_from_an_async_factory_is_closed(options: dict[str
 
 def test_the_plan_shows_the_factory_as_a_resource() -> None:
     container = Container()
-    container.provide(factories([])["async def"])
+    container.provide(factories([])["async-def-async-cm"])
     container.provide(connection)
 
     async def handler(
@@ -245,3 +313,28 @@ async def test_an_mcp_tool_uses_an_app_http_client_closed_at_shutdown(mode: str)
         assert len(made) == 1
         assert not made[0].is_closed
     assert made[0].is_closed
+
+
+def test_a_consumer_type_is_checked_against_what_enter_returns() -> None:
+    async def wrong(conn: Annotated[Pool, Resolve(connection)]) -> None: ...
+
+    async def right(conn: Annotated[Connection, Resolve(connection)]) -> None: ...
+
+    with pytest.raises(InvalidSignature, match="expects Pool, but its resolver"):
+        Container().compile(wrong)
+    Container().compile(right)
+
+
+def test_an_unannotated_enter_is_not_held_against_the_consumer() -> None:
+    class Lock:
+        async def __aenter__(self):  # type: ignore[no-untyped-def]  # what it enters is unknown
+            return None
+
+        async def __aexit__(self, *exc: object) -> None: ...
+
+    def lock() -> Lock:
+        return Lock()
+
+    async def guarded(held: Annotated[None, Resolve(lock)]) -> None: ...
+
+    Container().compile(guarded)

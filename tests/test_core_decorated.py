@@ -18,18 +18,28 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_helpers import MODES as MCP_MODES
 from mcp_helpers import client, text
-from resolvent import Container, InvalidSignature, Resolve, Scope
+from resolvent import Container, InvalidSignature, Resolve, Scope, Session
 from resolvent.mcp import inject
 from snapshot import assert_snapshot
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-MODES: list[Any] = [
-    pytest.param({}, id="generated"),
-    pytest.param({"concurrent": True}, id="concurrent"),
-    pytest.param({"call_timeout": 30}, id="timeout"),
-]
+MODES = ["generated", "interpreter", "concurrent", "timeout"]
+
+
+def make_container(mode: str) -> Container:
+    options = {"concurrent": {"concurrent": True}, "timeout": {"call_timeout": 30}}
+    return Container(**options.get(mode, {}))
+
+
+async def run(runner: Container | Session, handler: Callable[..., Any], mode: str) -> Any:
+    """Run *handler* the way *mode* says; "interpreter" is a multi-round call."""
+    if mode == "interpreter":
+        async with runner.call(rounds=True) as call:
+            return await call.run(handler)
+    return await runner.run(handler)
+
 
 CALLS: list[str] = []
 EVENTS: list[str] = []
@@ -192,22 +202,22 @@ async def handler(
 EXPECTED = ("ada", "token-ada", "cursor", "tx", "locked", {"port": 8080}, {"beta"}, 1.25)
 
 
-@pytest.mark.parametrize("options", MODES)
+@pytest.mark.parametrize("mode", MODES)
 async def test_decorated_resolvers_inject_values_not_coroutines_or_generators(
-    options: dict[str, Any],
+    mode: str,
 ) -> None:
     FLAKY["left"] = 2
     feature_flags.calls = 0
-    container = Container(**options)
+    container = make_container(mode)
     async with container:
-        assert await container.run(handler) == EXPECTED
-        assert await container.run(handler) == EXPECTED
+        assert await run(container, handler, mode) == EXPECTED
+        assert await run(container, handler, mode) == EXPECTED
     # Each resource was entered and closed by the call that opened it, in reverse order.
     one_call = [
         *["token open", "cursor open", "tx begin", "lock", "body"],
         *["unlock", "tx end", "cursor close", "token close"],
     ]
-    if options.get("concurrent"):  # branches open in any order; each call closes them all
+    if mode == "concurrent":  # branches open in any order; each call closes them all
         assert sorted(EVENTS) == sorted(one_call * 2)
     else:
         assert one_call * 2 == EVENTS
@@ -351,3 +361,20 @@ async def test_decorated_resolvers_behind_an_mcp_tool(mode: str) -> None:
     async with client(server, mode) as c:
         assert text(await c.call_tool("whoami", {})) == "ada token-ada tx"
     assert EVENTS == ["token open", "tx begin", "tx end", "token close"]
+
+
+@pytest.mark.parametrize("mode", MCP_MODES)
+async def test_a_tool_under_a_sync_logging_decorator_is_awaited(mode: str) -> None:
+    """``@logged`` on the tool itself: its result is the awaited value, not a coroutine."""
+    container = Container()
+    server = MCPServer("decorated", lifespan=container.lifespan)
+
+    @server.tool()
+    @inject(container)
+    @logged
+    async def greet(name: str, user: Annotated[str, Resolve(current_user)]) -> str:
+        return f"hello {name}, I am {user}"
+
+    async with client(server, mode) as c:
+        assert text(await c.call_tool("greet", {"name": "bob"})) == "hello bob, I am ada"
+    assert CALLS == ["current_user", "greet"]

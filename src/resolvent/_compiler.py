@@ -19,7 +19,15 @@ from ._markers import Resolve
 from ._plan import Input, Step
 from ._registry import Provider, Registry, read, resolver_key
 from ._scopes import Scope
-from ._signature import NO_DEFAULT, FunctionInfo, Kind, Param, describe_fn, type_name
+from ._signature import (
+    NO_DEFAULT,
+    FunctionInfo,
+    Kind,
+    Param,
+    describe_fn,
+    enters_unknown,
+    type_name,
+)
 from ._typecheck import may_hold
 
 __all__ = ("NO_OVERRIDES", "Graph", "Overrides", "build_graph")
@@ -247,6 +255,7 @@ class _Compiler:
             or param.outcome is not None
             or info.may_ask  # questions: the elicitation rules decide
             or (isinstance(info.fn, type) and info.kind is Kind.SYNC and _is_cm_class(info.fn))
+            or enters_unknown(info)
             or may_hold(param.bare, info.provides)
         ):
             return

@@ -247,6 +247,19 @@ _SELF: Any = typing.Self
 _CM_ABCS = (contextlib.AbstractAsyncContextManager, contextlib.AbstractContextManager)
 
 
+_ENTER = {Kind.ASYNC_CONTEXT_MANAGER: "__aenter__", Kind.CONTEXT_MANAGER: "__enter__"}
+
+
+def enters_unknown(info: FunctionInfo) -> bool:
+    """A context-manager class whose ``__aenter__``/``__enter__`` has no return annotation
+    (sqlite3.Connection's, say): what it enters is taken to be itself, a guess."""
+    method = _ENTER.get(info.kind)
+    if method is None:
+        return False
+    enter = getattr(get_origin(info.provides) or info.provides, method, None)
+    return enter is not None and "return" not in getattr(enter, "__annotations__", {})
+
+
 def _entered(returns: Any) -> tuple[Kind, Any] | None:
     """For a return annotation that is a context-manager type: its kind and what entering
     it gives (``AbstractAsyncContextManager[T]`` gives T; a class such as
@@ -255,11 +268,12 @@ def _entered(returns: Any) -> tuple[Kind, Any] | None:
     if not isinstance(origin, type):
         return None
     if issubclass(origin, _ASYNC_CMS):  # pyright: ignore[reportGeneralTypeIssues]
-        kind, method = Kind.ASYNC_CONTEXT_MANAGER, "__aenter__"
+        kind = Kind.ASYNC_CONTEXT_MANAGER
     elif issubclass(origin, _SYNC_CMS):  # pyright: ignore[reportGeneralTypeIssues]
-        kind, method = Kind.CONTEXT_MANAGER, "__enter__"
+        kind = Kind.CONTEXT_MANAGER
     else:
         return None
+    method = _ENTER[kind]
     if origin in _CM_ABCS:
         return kind, _first_arg(returns)
     try:

@@ -140,8 +140,8 @@ class _Tool:
         self.table = table
         self.session_key = session_key
         self.fn = fn
-        self.is_async = inspect.iscoroutinefunction(fn)
         plan = container.compile(fn)
+        self.is_async = plan.fn_is_async  # what the function under its decorators is
         self.plan = plan
         self._flags(plan)
         self.ctx_name = _context_name(plan)
