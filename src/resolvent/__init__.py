@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._container import Call, Container, Session
 from ._errors import InputRequired, InvalidAnswer, InvalidSignature, NotAccepted, ResolventError
-from ._markers import Elicit, Resolve
+from ._markers import Elicit, Resolve, inline
 from ._plan import Plan
 from ._scopes import Scope
 
@@ -30,6 +30,7 @@ __all__ = (
     "ResolventError",
     "Scope",
     "Session",
+    "inline",
 )
 
 __version__ = "0.1.0"

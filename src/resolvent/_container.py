@@ -26,11 +26,12 @@ from types import MappingProxyType
 from typing import Annotated, Any, TypeVar, cast, overload
 
 import anyio
+import anyio.to_thread
 
 from ._compiler import NO_OVERRIDES, Overrides, build_graph
 from ._errors import ResolventError
 from ._executor import MISSING, Rounds, _run_step, generate, interpret
-from ._markers import Resolve
+from ._markers import Resolve, is_inline
 from ._plan import Plan, Step
 from ._questions import Asker
 from ._registry import Registry, read, resolver_key
@@ -228,7 +229,12 @@ class Container:
         ref: list[Any] = [None]
         steps = graph.steps
         is_async = graph.root.awaits
-        run_fn = generate(ref, graph.root.name, is_async, steps, graph.inputs, "run")[1]
+        # A sync handler's body runs in a worker thread, as the MCP SDK runs a sync tool,
+        # unless it is marked `inline`.
+        threaded = graph.root.kind is Kind.SYNC and not is_inline(fn)
+        run_fn = generate(
+            ref, graph.root.name, is_async, steps, graph.inputs, "run", root_threaded=threaded
+        )[1]
         assert run_fn is not None
         plan = Plan(
             fn=fn,
@@ -245,6 +251,7 @@ class Container:
             fn_is_async=is_async,
             run_fn=run_fn,
             overrides=overrides,
+            fn_threaded=threaded,
         )
         ref[0] = plan
         if len(plans) >= (_MAX_PLANS if overrides is None else _MAX_OVERRIDE_PLANS):
@@ -463,6 +470,9 @@ class Container:
     def run(self, fn: Callable[..., Any], /, **kwargs: Any) -> Coroutine[Any, Any, Any]:
         """Resolve *fn*'s dependencies in a fresh CALL scope, call it, tear down.
 
+        A sync (``def``) *fn* runs in a worker thread, as a sync MCP tool does, unless it
+        is marked `inline`.
+
         ```python
         result = await container.run(handler, user_id="u1")
         ```
@@ -585,6 +595,13 @@ class Container:
     def _live_scopes(self) -> list[LiveScope]:
         scopes = [session.live for session in self._sessions]
         return scopes if self._app is None else [self._app, *scopes]
+
+
+_NEW, _OPEN, _CLOSED = "new", "open", "closed"  # a Call's life, compared by identity
+
+
+def _callable_name(fn: Any) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
 
 
 def _split(fn: Any, kwargs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | None:
@@ -772,6 +789,7 @@ class Call:
     __slots__ = (
         "_container",
         "_session",
+        "_state",
         "answerer",
         "asker",
         "cache",
@@ -801,8 +819,12 @@ class Call:
         self.rounds = Rounds(answers, state) if rounds or answers or state else None
         self.exits: list[tuple[Step, Any]] = Exits()
         self.cache: dict[Hashable, Any] = {}
+        self._state = _NEW
 
     async def __aenter__(self) -> Call:
+        if self._state is not _NEW:
+            raise self._misuse("async with", None)
+        self._state = _OPEN
         # Branches and deadlines open cancel scopes around resolvers; resources are then
         # held by tasks of their own so their setup and teardown share a task.
         holders = self.concurrent or self._container.call_timeout is not None
@@ -810,12 +832,35 @@ class Call:
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self._state = _CLOSED
         self.cache.clear()
         exits = self.exits
         if isinstance(exits, Exits):
             await exits.close(exc)
         elif exits:
             settle(exc, await close_resources(exits, exc))
+
+    def _misuse(self, method: str, target: Plan | Callable[..., Any] | None) -> ResolventError:
+        """The error for a call scope used outside its ``async with`` block."""
+        opener = "container.call()" if self._session is None else "session.call()"
+        if target is None:
+            return ResolventError(
+                f"this call scope was already entered once (`async with {opener} as call:`); "
+                "a call scope is used for one block only.\n"
+                f"  fix: open a new one for each block: `async with {opener} as call: ...`"
+            )
+        name = target.name if isinstance(target, Plan) else _callable_name(target)
+        if self._state is _NEW:
+            what = "was never entered"
+        else:
+            what = "is already closed (its `async with` block has ended)"
+        short = name.rpartition(".")[2]
+        return ResolventError(
+            f"call.{method}({name}) on a call scope that {what}: resources it opened "
+            "would never be closed.\n"
+            f"  fix: use the call inside its block: "
+            f"`async with {opener} as call: await call.{method}({short}, ...)`"
+        )
 
     def _prepare(self, target: Plan | Callable[..., Any]) -> Plan:
         container = self._container
@@ -831,7 +876,10 @@ class Call:
         Raises:
             InputRequired: in multi-round mode, when questions still need answers.
             NotAccepted: an unwrapped consumer's question was declined or cancelled.
+            ResolventError: the call is used outside its ``async with`` block.
         """
+        if self._state is not _OPEN:
+            raise self._misuse("resolve", plan)
         plan = self._prepare(plan)
         args = EMPTY if args is None else args
         timeout = self._container.call_timeout
@@ -859,7 +907,15 @@ class Call:
     @overload
     async def run(self, fn: Plan, /, **kwargs: Any) -> Any: ...
     async def run(self, fn: Plan | Callable[..., Any], /, **kwargs: Any) -> Any:
-        """Resolve *fn*'s dependencies in this call scope and call it."""
+        """Resolve *fn*'s dependencies in this call scope and call it.
+
+        A sync (``def``) *fn* runs in a worker thread unless it is marked `inline`.
+
+        Raises:
+            ResolventError: the call is used outside its ``async with`` block.
+        """
+        if self._state is not _OPEN:
+            raise self._misuse("run", fn)
         container = self._container
         if isinstance(fn, Plan):
             plan = self._prepare(fn)
@@ -876,6 +932,10 @@ class Call:
                 kwargs, self.values, self, container._app, self._session, plan.fn
             )
         injected = await self.resolve(plan, kwargs)
+        if plan.fn_threaded:
+            return await anyio.to_thread.run_sync(
+                functools.partial(plan.fn, **kwargs, **injected), abandon_on_cancel=True
+            )
         result = plan.fn(**kwargs, **injected)
         if inspect.isawaitable(result):
             result = await result

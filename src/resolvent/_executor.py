@@ -493,6 +493,7 @@ def generate(
     variant: str,
     *,
     build: bool = True,
+    root_threaded: bool = False,
 ) -> tuple[str, Callable[..., Any] | None]:
     """Generate one function of a plan: ``run`` (resolves, then calls the function) or
     ``resolve`` (returns the injected kwargs). Returns its source and, with *build*, the
@@ -612,8 +613,13 @@ def generate(
     if variant == "run":
         root_kwargs = ", ".join(f"{i.name}={_expr(w, i, steps, root_name)}" for i in inputs)
         spread = f"**args, {root_kwargs}" if root_kwargs else "**args"
-        awaiting = "await " if root_is_async else ""
-        w.emit(f"    return {awaiting}body({spread})")
+        if root_threaded:
+            # A sync handler's thread is abandoned on cancellation like a resolver's
+            # (see docs/concepts.md): the caller's own bound holds.
+            w.emit(f"    return await to_thread(partial(body, {spread}), abandon_on_cancel=True)")
+        else:
+            awaiting = "await " if root_is_async else ""
+            w.emit(f"    return {awaiting}body({spread})")
     source = "\n".join(w.lines) + "\n"
     if not build:
         return source, None

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ("Elicit", "Resolve")
+__all__ = ("Elicit", "Resolve", "inline", "is_inline")
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
+F = TypeVar("F", bound=Callable[..., Any])
+
+_INLINE = "__resolvent_inline__"
 
 
 class Resolve:
@@ -55,3 +59,39 @@ class Elicit(Generic[ModelT]):
 
     def __repr__(self) -> str:
         return f"Elicit({self.message!r}, {self.schema.__name__})"
+
+
+def inline(fn: F, /) -> F:
+    """Run a sync (``def``) handler or resolver on the event loop, not in a worker thread.
+
+    A sync handler run by `Container.run`, `Session.run`, `Call.run` or an ``@inject``
+    MCP tool runs in a worker thread, so a blocking body never stalls the event loop.
+    Mark a cheap one ``@inline`` to run it on the loop and save the thread hop. On a
+    resolver, ``@inline`` is the same as registering it with ``inline=True``, and works
+    for a resolver used through ``Resolve(fn)`` without registering it. An ``async def``
+    always runs on the loop; the mark changes nothing there. Returns *fn* itself.
+
+    ```python
+    @inline
+    def health(settings: Annotated[Settings, Resolve(get_settings)]) -> str:
+        return settings.name
+    ```
+
+    Raises:
+        TypeError: *fn* takes no attributes (a builtin); wrap it in a ``def``.
+    """
+    try:
+        setattr(fn, _INLINE, True)
+    except (AttributeError, TypeError):
+        raise TypeError(
+            f"@inline cannot mark {fn!r}: it takes no attributes.\n"
+            "  fix: wrap it in a def and mark that"
+        ) from None
+    return fn
+
+
+def is_inline(fn: Any) -> bool:
+    """Whether *fn* (or the function a `functools.partial` wraps) is marked `inline`."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func  # pyright: ignore[reportUnknownMemberType]
+    return getattr(fn, _INLINE, False) is True

@@ -86,6 +86,7 @@ class Plan:
         default_factory=list[Callable[..., Any]], repr=False
     )
     overrides: Any = field(default=None, repr=False, compare=False)
+    fn_threaded: bool = False  # a sync fn not marked `inline`: its body runs in a thread
 
     @property
     def resolve_fn(self) -> Callable[..., Any]:
@@ -119,7 +120,8 @@ class Plan:
         from ._executor import generate
 
         return "\n".join(
-            generate([self], *self._shape(), v, build=False)[0] for v in ("run", "resolve")
+            generate([self], *self._shape(), v, build=False, root_threaded=self.fn_threaded)[0]
+            for v in ("run", "resolve")
         )
 
     def describe(self) -> str:
@@ -134,7 +136,7 @@ class Plan:
             )
             for item in step.inputs:
                 lines.append(f"         {item.name} <- {self._source_text(item)}")
-        lines.append(f"  -> {self.name}")
+        lines.append(f"  -> {self.name}{' (thread)' if self.fn_threaded else ''}")
         for item in self.inputs:
             lines.append(f"         {item.name} <- {self._source_text(item)}")
         return "\n".join(lines)

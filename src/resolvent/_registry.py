@@ -8,6 +8,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from ._markers import is_inline
 from ._scopes import Scope
 from ._signature import NO_DEFAULT, FunctionInfo, read_function
 
@@ -69,7 +70,7 @@ class Registry:
         if not isinstance(scope, Scope):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"scope must be a resolvent.Scope, not {scope!r}")
         info = read(fn)
-        provider = Provider(info, scope, inline, registered=True)
+        provider = Provider(info, scope, inline or is_inline(fn), registered=True)
         key = resolver_key(fn)
         old = self.by_key.get(key)
         if old is not None:
@@ -90,12 +91,12 @@ class Registry:
         return self.by_key.get(resolver_key(fn))
 
     def implicit(self, fn: Callable[..., Any]) -> Provider:
-        """The provider for an unregistered resolver: CALL-scoped, not inline."""
+        """The provider for an unregistered resolver: CALL-scoped, inline if marked."""
         found = self.get(fn)
         return (
             found
             if found is not None
-            else Provider(read(fn), Scope.CALL, inline=False, registered=False)
+            else Provider(read(fn), Scope.CALL, inline=is_inline(fn), registered=False)
         )
 
     def for_type(self, tp: Any) -> list[Provider]:

@@ -25,7 +25,6 @@ import weakref
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
-import anyio.to_thread
 import mcp_types as types
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -141,7 +140,6 @@ class _Tool:
         self.session_key = session_key
         self.fn = fn
         plan = container.compile(fn)
-        self.is_async = plan.fn_is_async  # what the function under its decorators is
         self.plan = plan
         self._flags(plan)
         self.ctx_name = _context_name(plan)
@@ -156,9 +154,7 @@ class _Tool:
         self.asks = any(step.may_ask for step in plan.steps)
         self.uses_session = Scope.SESSION in plan.scopes
         self.needs_app = bool(plan.scopes - {Scope.CALL})
-        self.direct = (
-            self.is_async and not plan.needs_call and not self.asks and not self.uses_session
-        )
+        self.direct = not plan.needs_call and not self.asks and not self.uses_session
 
     def _make_wrapper(self, plan: Plan) -> Callable[..., Awaitable[Any]]:
         fn = self.fn
@@ -282,14 +278,13 @@ class _Tool:
             call.answerer = functools.partial(_ask_over_back_channel, ctx)
         async with call:
             try:
-                if self.is_async:
-                    return await call.run(plan, **kwargs)
-                injected = await call.resolve(plan, kwargs)
+                # A sync handler runs in a worker thread (unless marked `inline`), as
+                # the SDK runs a sync tool: the core does it, the same in every mode.
+                return await call.run(plan, **kwargs)
             except InputRequired as pending:
                 # Not a failure: this round ends cleanly and its resources close normally.
                 assert ctx is not None  # a plan that asks always takes the Context
                 return _input_required(ctx, pending)
-            return await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs, **injected))
 
 
 def _refusal(ctx: Context[Any, Any], text: str) -> Exception:

@@ -1,0 +1,279 @@
+"""Handlers as users write them: a blocking ``def`` handler runs in a worker thread in every
+mode (as the MCP SDK runs a sync tool), ``@inline`` keeps a cheap one on the event loop, a
+caller's deadline is not held up by a handler's thread, and a call scope used after its
+``async with`` block refuses instead of opening resources nobody closes."""
+
+import threading
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from mcp.server.mcpserver import MCPServer
+
+from mcp_helpers import MODES, client, text
+from resolvent import Container, Resolve, ResolventError, inline
+from resolvent.mcp import inject
+from snapshot import assert_snapshot
+from test_lifecycle_calls import Gate
+
+HANDLER_MODES = ["generated", "interpreter", "concurrent", "call_timeout", "session"]
+
+
+class LoopProbe:
+    """Lets a blocking handler check that the event loop keeps running meanwhile."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.answered = threading.Event()
+
+    def loop_answers(self) -> bool:
+        """Called in the handler: True if a task on the event loop answered meanwhile."""
+        self.started.set()
+        return self.answered.wait(3)
+
+    async def answer(self) -> None:
+        """A task on the event loop: answers once the handler has started."""
+        await anyio.to_thread.run_sync(self.started.wait, 10)
+        self.answered.set()
+
+
+def _container(mode: str) -> Container:
+    return Container(
+        concurrent=mode == "concurrent", call_timeout=60 if mode == "call_timeout" else None
+    )
+
+
+async def _run(container: Container, handler: Any, mode: str, **kwargs: Any) -> Any:
+    if mode == "interpreter":  # a multi-round call is interpreted step by step
+        async with container.call(rounds=True) as call:
+            return await call.run(handler, **kwargs)
+    if mode == "session":
+        async with container.session() as session:
+            return await session.run(handler, **kwargs)
+    return await container.run(handler, **kwargs)
+
+
+def _connection(log: list[str]) -> Any:
+    async def connection() -> AsyncIterator[str]:
+        log.append("open connection")
+        try:
+            yield "conn"
+        finally:
+            log.append("close connection")
+
+    return connection
+
+
+def environment() -> str:  # a plain sync resolver: a worker thread of its own
+    return "prod"
+
+
+@pytest.mark.parametrize("mode", HANDLER_MODES)
+async def test_a_blocking_sync_handler_runs_in_a_worker_thread_and_leaves_the_loop_free(
+    mode: str,
+) -> None:
+    probe = LoopProbe()
+    log: list[str] = []
+    connection = _connection(log)
+
+    def export(
+        user_id: str,
+        conn: Annotated[str, Resolve(connection)],
+        env: Annotated[str, Resolve(environment)],
+    ) -> str:
+        # Blocking work (a file, a sync client): other requests go on meanwhile.
+        assert probe.loop_answers(), "the handler blocked the event loop"
+        log.append("exported")
+        return f"{user_id} via {conn} in {env}"
+
+    container = _container(mode)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(probe.answer)
+            assert await _run(container, export, mode, user_id="u1") == "u1 via conn in prod"
+    assert log == ["open connection", "exported", "close connection"]
+    assert container.compile(export).describe().splitlines()[-3].endswith("export (thread)")
+
+
+@pytest.mark.parametrize("mode", HANDLER_MODES)
+async def test_an_inline_sync_handler_and_resolver_run_on_the_event_loop(mode: str) -> None:
+    loop_thread = threading.get_ident()
+    seen: dict[str, int] = {}
+
+    @inline
+    def region() -> str:  # unregistered, marked: no thread hop either
+        seen["region"] = threading.get_ident()
+        return "eu"
+
+    @inline
+    def health(
+        r: Annotated[str, Resolve(region)], env: Annotated[str, Resolve(environment)]
+    ) -> str:
+        seen["health"] = threading.get_ident()
+        return f"ok in {r}/{env}"
+
+    container = _container(mode)
+    assert await _run(container, health, mode) == "ok in eu/prod"
+    assert seen == {"region": loop_thread, "health": loop_thread}
+    described = container.compile(health).describe()
+    assert "region  CALL    function\n" in described
+    assert "(thread)" in described  # environment
+    assert described.splitlines()[-3].endswith("health")
+
+
+@pytest.mark.parametrize("mode", HANDLER_MODES)
+async def test_a_callers_deadline_abandons_a_slow_sync_handler_and_closes_its_resources(
+    mode: str,
+) -> None:
+    gate = Gate()
+    log: list[str] = []
+    connection = _connection(log)
+
+    def export(conn: Annotated[str, Resolve(connection)]) -> str:
+        gate.block()
+        log.append(f"late export on {conn}")
+        gate.finished.set()
+        return "exported"
+
+    container = _container(mode)
+    with anyio.fail_after(5), pytest.raises(TimeoutError):
+        with anyio.fail_after(0.2):  # the caller's own bound, e.g. a request deadline
+            await _run(container, export, mode)
+    # The call ended on time while the thread was still blocked, its resources closed.
+    assert not gate.finished.is_set()
+    assert log == ["open connection", "close connection"]
+    assert await gate.let_go()
+    assert log[-1] == "late export on conn"  # ran on after the call; its result dropped
+
+
+async def test_call_timeout_bounds_the_resolution_of_a_sync_handler() -> None:
+    gate = Gate()
+    ran: list[str] = []
+
+    def lookup() -> str:
+        gate.block()
+        gate.finished.set()
+        return "late"
+
+    def handler(found: Annotated[str, Resolve(lookup)]) -> str:
+        ran.append(found)
+        return found
+
+    container = Container(call_timeout=0.2)
+    with anyio.fail_after(5), pytest.raises(TimeoutError):
+        await container.run(handler)
+    assert not gate.finished.is_set()
+    await gate.let_go()
+    assert ran == []
+
+
+# -- a call scope used outside its block ---------------------------------------------------
+
+
+async def test_a_call_used_after_its_block_refuses_instead_of_opening_resources() -> None:
+    log: list[str] = []
+    connection = _connection(log)
+
+    async def report(conn: Annotated[str, Resolve(connection)]) -> str:
+        return f"report on {conn}"
+
+    container = Container()
+    async with container.call() as call:
+        assert await call.run(report) == "report on conn"
+    with pytest.raises(ResolventError) as closed:
+        await call.run(report)
+    assert_snapshot("call_used_after_close", str(closed.value))
+    with pytest.raises(ResolventError) as closed_resolve:
+        await call.resolve(container.compile(report))
+    assert "call.resolve(" in str(closed_resolve.value)
+    assert log == ["open connection", "close connection"]  # nothing opened after the block
+
+    async with container.session() as session:
+        stray = session.call()  # never entered
+        with pytest.raises(ResolventError) as never:
+            await stray.resolve(report)
+        assert_snapshot("call_never_entered", str(never.value))
+        async with session.call() as call:
+            pass
+        with pytest.raises(ResolventError) as again:
+            async with call:
+                pass
+        assert_snapshot("call_entered_twice", str(again.value))
+    assert log == ["open connection", "close connection"]
+
+
+# -- through MCP -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_mcp_sync_tools_run_in_a_thread_unless_inline(mode: str) -> None:
+    probe = LoopProbe()
+    loop_thread = threading.get_ident()
+    log: list[str] = []
+    connection = _connection(log)
+    container = Container()
+    server = MCPServer("sync tools", lifespan=container.lifespan)
+
+    @server.tool()
+    @inject(container)
+    def export(user_id: str, conn: Annotated[str, Resolve(connection)]) -> str:
+        assert probe.loop_answers(), "the tool blocked the event loop"
+        return f"{user_id} via {conn}"
+
+    @server.tool()
+    @inject(container)
+    def environment_name(env: Annotated[str, Resolve(environment)]) -> str:  # no resources
+        assert probe.loop_answers(), "the tool blocked the event loop"
+        return env
+
+    @server.tool()
+    @inject(container)
+    @inline
+    def same_thread(env: Annotated[str, Resolve(environment)]) -> bool:
+        return threading.get_ident() == loop_thread
+
+    async with client(server, mode) as c:
+        for tool, args, expected in [
+            ("export", {"user_id": "u1"}, "u1 via conn"),
+            ("environment_name", {}, "prod"),
+        ]:
+            probe = LoopProbe()
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(probe.answer)
+                    result = await c.call_tool(tool, args)
+            assert not result.is_error, text(result)
+            assert text(result) == expected
+        result = await c.call_tool("same_thread", {})
+        assert text(result) == "true"
+    assert log == ["open connection", "close connection"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_mcp_sync_tool_call_times_out_on_a_slow_sync_resolver(mode: str) -> None:
+    gate = Gate()
+    ran: list[str] = []
+
+    def lookup() -> str:
+        gate.block()
+        gate.finished.set()
+        return "late"
+
+    container = Container(call_timeout=0.2)
+    server = MCPServer("deadline", lifespan=container.lifespan)
+
+    @server.tool()
+    @inject(container)
+    def find(found: Annotated[str, Resolve(lookup)]) -> str:
+        ran.append(found)
+        return found
+
+    async with client(server, mode) as c:
+        with anyio.fail_after(5):
+            result = await c.call_tool("find", {})
+        assert result.is_error and not gate.finished.is_set()
+        assert "late" not in text(result)
+    await gate.let_go()
+    assert ran == []
