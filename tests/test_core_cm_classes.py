@@ -7,9 +7,10 @@ when first needed and exited when its scope ends, whether the factory is a ``def
 ``Resolve()`` finds the provider by that type.
 """
 
+import asyncio
 import sqlite3
 from collections.abc import Callable
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Generic, Self, TypeVar
 
 import anyio
 import httpx
@@ -20,6 +21,7 @@ from mcp_helpers import MODES as MCP_MODES
 from mcp_helpers import client, text
 from resolvent import Container, InvalidSignature, Resolve, Scope, Session
 from resolvent.mcp import inject
+from snapshot import assert_snapshot
 
 MODES = ["generated", "interpreter", "concurrent", "timeout"]
 
@@ -338,3 +340,98 @@ def test_an_unannotated_enter_is_not_held_against_the_consumer() -> None:
     async def guarded(held: Annotated[None, Resolve(lock)]) -> None: ...
 
     Container().compile(guarded)
+
+
+# -- locks: context managers whose entering gives nothing ------------------------------------
+
+
+async def test_a_lock_wanted_as_itself_is_refused_with_the_fix() -> None:
+    """``-> asyncio.Lock`` is entered for the scope like any context manager: an APP lock
+    would be held until shutdown and None injected. Asking for the Lock says so."""
+    container = Container()
+
+    @container.provider(scope=Scope.APP)
+    async def shared_lock() -> asyncio.Lock:
+        return asyncio.Lock()
+
+    async def named(lock: Annotated[asyncio.Lock, Resolve(shared_lock)]) -> None: ...
+
+    async def by_type(lock: Annotated[asyncio.Lock, Resolve()]) -> None: ...
+
+    with pytest.raises(InvalidSignature) as named_error:
+        container.compile(named)
+    with pytest.raises(InvalidSignature) as by_type_error:
+        container.compile(by_type)
+    where = f"{__name__}.test_a_lock_wanted_as_itself_is_refused_with_the_fix.<locals>."
+    assert_snapshot("cm_class_wanted_itself", str(named_error.value).replace(where, ""))
+    assert_snapshot("cm_class_wanted_itself_by_type", str(by_type_error.value).replace(where, ""))
+
+
+async def test_a_shared_lock_registered_with_provides_is_injected_not_entered() -> None:
+    """The fix the error gives: no return annotation, ``provides=`` for lookup by type."""
+    container = Container()
+
+    @container.provider(scope=Scope.APP, provides=anyio.Lock)
+    async def shared_lock() -> Any:  # not `-> anyio.Lock`: the lock itself, not entered
+        return anyio.Lock()
+
+    async def bump(lock: Annotated[anyio.Lock, Resolve()]) -> bool:
+        async with lock:
+            return lock.locked()
+
+    async with container:
+        assert await container.run(bump) is True
+        assert await container.run(bump) is True  # never held between calls
+
+
+async def test_a_lock_returned_as_a_lock_is_held_for_the_call() -> None:
+    """Entering is the point here: every call of the handler holds the shared lock."""
+    lock = anyio.Lock()
+
+    async def serialized() -> anyio.Lock:
+        return lock
+
+    async def handler(_: Annotated[None, Resolve(serialized)]) -> bool:
+        return lock.locked()
+
+    assert await Container().run(handler) is True
+    assert not lock.locked()
+
+
+class Conn:
+    pass
+
+
+T = TypeVar("T")
+
+
+class GenericPool(Generic[T]):
+    """``async with pool`` hands out a T; ``-> GenericPool[Conn]`` provides a Conn."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self.make = make
+        self.out = 0
+
+    async def __aenter__(self) -> T:
+        self.out += 1
+        return self.make()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.out -= 1
+
+
+async def test_a_generic_pool_provides_its_type_argument() -> None:
+    pool = GenericPool(Conn)
+
+    def connections() -> GenericPool[Conn]:
+        return pool
+
+    container = Container()
+    container.provide(connections)
+
+    async def handler(conn: Annotated[Conn, Resolve()]) -> int:
+        assert isinstance(conn, Conn)
+        return pool.out
+
+    assert await container.run(handler) == 1
+    assert pool.out == 0

@@ -25,6 +25,7 @@ from ._signature import (
     Kind,
     Param,
     describe_fn,
+    entered_class,
     enters_unknown,
     type_name,
 )
@@ -179,6 +180,7 @@ class _Compiler:
             raise InvalidSignature(
                 f"{where} asks for Resolve() by type {type_name(tp)}, but no provider offers it.\n"
                 f"  path: {self.path(consumer, param.name)}\n"
+                f"{self._entering(tp)}"
                 f"  fix: register one (`@container.provider(...)` on a function returning "
                 f"{type_name(tp)}, or `provides={type_name(tp)}`), or name it: Resolve(fn)"
             )
@@ -191,6 +193,19 @@ class _Compiler:
             f"  fix: name the one you mean: "
             f"Annotated[{type_name(tp)}, Resolve({first})]"
         )
+
+    def _entering(self, tp: Any) -> str:
+        """A note naming the providers that return *tp*, a context manager, but offer what
+        entering it gives; empty when there are none."""
+        notes = [
+            f"  note: {p.info.name} returns {type_name(tp)}, a context manager, so it offers "
+            f"what entering it gives, {type_name(p.info.provides)}; to offer the "
+            f"{type_name(tp)} itself, not entered, annotate it `-> Any` and register it "
+            f"with `provides={type_name(tp)}`\n"
+            for p in self.registry.by_key.values()
+            if entered_class(p.info) == tp
+        ]
+        return "".join(notes)
 
     def _name(self, key: Hashable | None) -> str:
         return self.root.name if key is None else self.nodes[key].name
@@ -262,12 +277,33 @@ class _Compiler:
         wanted, provided = type_name(param.bare), type_name(info.provides)
         produces = "yields" if info.kind.is_resource else "returns"
         short = getattr(info.fn, "__name__", None) or info.name
+        entered = entered_class(info)
+        if entered is not None and may_hold(param.bare, entered):
+            self._entered_instead(consumer, param, info, entered)
         raise InvalidSignature(
             f"parameter {param.name!r} of {self._name(consumer)} expects {wanted}, but its "
             f"resolver {info.name} {produces} {provided}.\n"
             f"  path: {self.path(consumer, param.name)}\n"
             f"  fix: annotate it `{param.name}: Annotated[{provided}, Resolve({short})]`, "
             f"or make {info.name} {produces[:-1]} {wanted}"
+        )
+
+    def _entered_instead(
+        self, consumer: Hashable | None, param: Param, info: FunctionInfo, entered: Any
+    ) -> None:
+        """The consumer wants the context manager itself; the provider injects what
+        entering it gives."""
+        cls, method = type_name(entered), "__aenter__" if info.kind.is_async else "__enter__"
+        short = getattr(info.fn, "__name__", None) or info.name
+        raise InvalidSignature(
+            f"parameter {param.name!r} of {self._name(consumer)} expects {type_name(param.bare)}, "
+            f"but its resolver {info.name} returns {cls}, a context manager: resolvent enters "
+            f"it for the scope and injects what {method} gives, {type_name(info.provides)}.\n"
+            f"  path: {self.path(consumer, param.name)}\n"
+            f"  fix: to inject the {cls} itself, not entered, annotate {short} `-> Any` "
+            f"instead of `-> {cls}` (and register it with `provides={cls}` to find it by "
+            f"type); to use what it enters, annotate it "
+            f"`{param.name}: Annotated[{type_name(info.provides)}, Resolve({short})]`"
         )
 
     def _check_lifetime(self, node: _Node, param: Param, child: _Node) -> None:

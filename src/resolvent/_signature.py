@@ -6,12 +6,14 @@ provider a type means, scopes, cycles) belong to the compiler.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import enum
 import functools
 import inspect
 import re
 import sys
+import threading
 import types
 import typing
 from collections.abc import (
@@ -249,6 +251,28 @@ _CM_ABCS = (contextlib.AbstractAsyncContextManager, contextlib.AbstractContextMa
 
 _ENTER = {Kind.ASYNC_CONTEXT_MANAGER: "__aenter__", Kind.CONTEXT_MANAGER: "__enter__"}
 
+# Standard-library locks whose enter methods carry no annotation: what they give is known.
+_KNOWN_ENTERS: dict[Any, Any] = {
+    asyncio.Lock.__aenter__: type(None),  # and Semaphore, BoundedSemaphore, Condition
+    threading.Semaphore.__enter__: bool,  # acquire()
+    threading.Condition.__enter__: bool,
+}
+
+
+def _enter_annotation(cls: Any, method: str) -> Any:
+    """What ``cls.<method>`` says it returns, or NO_DEFAULT when it does not say."""
+    enter = getattr(cls, method, None)
+    try:
+        known = _KNOWN_ENTERS.get(enter, NO_DEFAULT)
+    except TypeError:  # an unhashable attribute: nothing known about it
+        known = NO_DEFAULT
+    if known is not NO_DEFAULT or enter is None:
+        return known
+    try:
+        return typing.get_type_hints(enter).get("return", NO_DEFAULT)
+    except Exception:  # a C method, or a name that does not resolve: unknown
+        return NO_DEFAULT
+
 
 def enters_unknown(info: FunctionInfo) -> bool:
     """A context-manager class whose ``__aenter__``/``__enter__`` has no return annotation
@@ -256,8 +280,22 @@ def enters_unknown(info: FunctionInfo) -> bool:
     method = _ENTER.get(info.kind)
     if method is None:
         return False
-    enter = getattr(get_origin(info.provides) or info.provides, method, None)
-    return enter is not None and "return" not in getattr(enter, "__annotations__", {})
+    cls = get_origin(info.provides) or info.provides
+    return hasattr(cls, method) and _enter_annotation(cls, method) is NO_DEFAULT
+
+
+def entered_class(info: FunctionInfo) -> Any:
+    """The context-manager class *info*'s return annotation names, when what it injects is
+    what entering that class gives and not the class itself (an error message's hint);
+    else None. Reads annotations: for compile-time errors only."""
+    if info.kind not in _ENTER or _call_kind(info.fn).is_resource:
+        return None
+    fn = info.fn
+    returns = fn if inspect.isclass(fn) else _hints(fn).get("return", NO_DEFAULT)
+    origin = get_origin(returns) or returns
+    if origin in _CM_ABCS or _entered(returns) in (None, (info.kind, returns)):
+        return None
+    return returns
 
 
 def _entered(returns: Any) -> tuple[Kind, Any] | None:
@@ -273,21 +311,18 @@ def _entered(returns: Any) -> tuple[Kind, Any] | None:
         kind = Kind.CONTEXT_MANAGER
     else:
         return None
-    method = _ENTER[kind]
     if origin in _CM_ABCS:
         return kind, _first_arg(returns)
-    try:
-        entered = typing.get_type_hints(getattr(typing.cast(Any, origin), method)).get(
-            "return", NO_DEFAULT
-        )
-    except Exception:  # a C method, or a name that does not resolve: say the class itself
-        entered = NO_DEFAULT
-    if (
-        entered is NO_DEFAULT
-        or entered is _SELF
-        or isinstance(entered, typing.TypeVar)  # `self: U -> U`, as httpx writes it
-        or entered is origin
-    ):
+    entered = _enter_annotation(origin, _ENTER[kind])
+    if isinstance(entered, typing.TypeVar):
+        # `class Pool(Generic[T])` entering a T: `-> Pool[Connection]` enters a Connection.
+        # Any other TypeVar is the `self: U -> U` of httpx: the instance itself.
+        params: tuple[Any, ...] = getattr(typing.cast(Any, origin), "__parameters__", ())
+        args = get_args(returns)
+        if entered in params and len(args) == len(params):
+            return kind, args[params.index(entered)]
+        return kind, returns
+    if entered is NO_DEFAULT or entered is _SELF or entered is origin:
         return kind, returns
     return kind, entered
 
