@@ -13,7 +13,7 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from mcp_helpers import MODES, client, text
-from resolvent import Container, Resolve, ResolventError, inline
+from resolvent import Call, Container, Resolve, ResolventError, Scope, inline
 from resolvent.mcp import inject
 from snapshot import assert_snapshot
 from test_lifecycle_calls import Gate
@@ -202,6 +202,84 @@ async def test_a_call_used_after_its_block_refuses_instead_of_opening_resources(
                 pass
         assert_snapshot("call_entered_twice", str(again.value))
     assert log == ["open connection", "close connection"]
+
+
+@pytest.mark.parametrize("mode", ["generated", "concurrent", "call_timeout"])
+async def test_a_call_that_closes_while_a_task_still_resolves_closes_what_opens_late(
+    mode: str,
+) -> None:
+    log: list[str] = []
+    resolving = anyio.Event()
+    go_on = anyio.Event()
+    errors: list[BaseException] = []
+
+    async def session_token() -> AsyncIterator[str]:
+        log.append("open token")
+        try:
+            yield "token"
+        finally:
+            log.append("close token")
+
+    async def profile(token: Annotated[str, Resolve(session_token)]) -> str:
+        resolving.set()
+        await go_on.wait()
+        return f"profile for {token}"
+
+    async def cursor(p: Annotated[str, Resolve(profile)]) -> AsyncIterator[str]:
+        log.append("open cursor")
+        try:
+            yield "cursor"
+        finally:
+            log.append("close cursor")
+
+    async def handler(c: Annotated[str, Resolve(cursor)]) -> str:
+        log.append("handler ran")
+        return c
+
+    async def background(call: Call) -> None:
+        try:
+            await call.run(handler)
+        except ResolventError as error:
+            errors.append(error)
+
+    container = _container(mode)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:  # outlives the call: the mistake
+            async with container.call() as call:
+                group.start_soon(background, call)
+                await resolving.wait()
+            go_on.set()
+    assert log == ["open token", "close token", "open cursor", "close cursor"]
+    assert len(errors) == 1
+    assert_snapshot(
+        "call_closed_while_resolving",
+        str(errors[0]).replace(
+            "test_a_call_that_closes_while_a_task_still_resolves_closes_what_opens_late.<locals>.",
+            "",
+        ),
+    )
+
+
+async def test_a_session_used_after_its_block_refuses() -> None:
+    async def visits() -> AsyncIterator[list[str]]:
+        yield []
+
+    async def visit(seen: Annotated[list[str], Resolve(visits)]) -> int:
+        seen.append("visit")
+        return len(seen)
+
+    container = Container()
+    container.provide(visits, scope=Scope.SESSION)
+    async with container, container.session() as session:
+        assert await session.run(visit) == 1
+    with pytest.raises(ResolventError) as closed:
+        await session.run(visit)
+    assert_snapshot("session_used_after_close", str(closed.value))
+    with pytest.raises(ResolventError, match=r"^session.call\(\) on a session that is already"):
+        session.call()
+    with pytest.raises(ResolventError, match=r"^async with session on a session that is already"):
+        async with session:
+            pass
 
 
 # -- through MCP -------------------------------------------------------------------------

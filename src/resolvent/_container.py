@@ -734,6 +734,8 @@ class Session:
         container._sessions.add(self)  # so leaving an override finds its values
 
     async def __aenter__(self) -> Session:
+        if self.live.closed:
+            raise self._closed("async with session")
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -753,15 +755,35 @@ class Session:
         answers: Mapping[str, Any] | None = None,
         state: str | None = None,
     ) -> Call:
-        """Open a CALL scope inside this session; see `Call`."""
+        """Open a CALL scope inside this session; see `Call`.
+
+        Raises:
+            ResolventError: the session is already closed.
+        """
+        if self.live.closed:
+            raise self._closed("session.call()")
         return Call(self._container, self.live, values, asker, concurrent, rounds, answers, state)
+
+    def _closed(self, use: str) -> ResolventError:
+        return ResolventError(
+            f"{use} on a session that is already closed (its `async with` block ended, or "
+            "aclose() was called): its SESSION values are gone.\n"
+            "  fix: use the session inside its block, or open a new one: "
+            "`async with container.session() as session: ...`"
+        )
 
     @overload
     async def run(self, fn: Callable[..., Awaitable[T]], /, **kwargs: Any) -> T: ...
     @overload
     async def run(self, fn: Callable[..., T], /, **kwargs: Any) -> T: ...
     async def run(self, fn: Callable[..., Any], /, **kwargs: Any) -> Any:
-        """Like `Container.run`, with this session's SESSION values."""
+        """Like `Container.run`, with this session's SESSION values.
+
+        Raises:
+            ResolventError: the session is already closed.
+        """
+        if self.live.closed:
+            raise self._closed(f"session.run({_callable_name(fn)})")
         async with self.call() as call:
             return await call.run(fn, **kwargs)
 

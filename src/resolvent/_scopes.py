@@ -255,13 +255,14 @@ class Exits(list[tuple["Step", Any]]):
     resource's setup and teardown always share one task and one scope depth.
     """
 
-    __slots__ = ("deadline", "group", "guard")
+    __slots__ = ("closed", "deadline", "group", "guard")
 
     def __init__(self) -> None:
         super().__init__()
         self.deadline = math.inf  # the call's `call_timeout` deadline, once resolving
         self.group: TaskGroup | None = None
         self.guard: anyio.CancelScope | None = None
+        self.closed = False  # set when the call's block ends; see `enter`
 
     async def open(self, *, holders: bool) -> None:
         """Enter the call's scope (with a task group if *holders*), in the caller's task."""
@@ -274,6 +275,7 @@ class Exits(list[tuple["Step", Any]]):
 
     async def close(self, exc: BaseException | None) -> None:
         """Close every resource (see `close_resources`), report errors, leave the scope."""
+        self.closed = True
         guard = self.guard
         if guard is not None:
             guard.shield = True
@@ -379,6 +381,8 @@ async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
     group = exits.group if isinstance(exits, Exits) else None
     if group is None:
         value = await _open(step, obj)
+        if isinstance(exits, Exits) and exits.closed:
+            await _opened_too_late(step, obj)
         exits.append((step, obj))
         return value
     holder = _Holder(step, obj)
@@ -408,8 +412,24 @@ async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
             await anyio.lowlevel.checkpoint()
             raise RuntimeError(f"the setup of {step.name} was cancelled")
         raise error
+    if cast(Exits, exits).closed:
+        await _opened_too_late(step, holder)
     exits.append((step, holder))
     return holder.value
+
+
+async def _opened_too_late(step: Step, obj: Any) -> None:
+    """A resolution still running when its call's block ended opened *step*: close it now
+    (nobody else would) and fail that resolution."""
+    errors = await close_resources([(step, obj)], None)
+    error = ResolventError(
+        f"{step.name} opened after its call scope had closed (the `async with` block of the "
+        "call ended while a task was still resolving in it); it was closed again at once.\n"
+        "  fix: finish every use of a call inside its block, e.g. with a task group opened "
+        "inside `async with container.call() as call:`"
+    )
+    settle(error, errors)
+    raise error
 
 
 async def _open(step: Step, obj: Any, holder: _Holder | None = None) -> Any:
