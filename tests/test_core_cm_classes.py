@@ -435,3 +435,54 @@ async def test_a_generic_pool_provides_its_type_argument() -> None:
 
     assert await container.run(handler) == 1
     assert pool.out == 0
+
+
+# -- an async factory that is slow to return its client ---------------------------------------
+
+
+async def test_a_slow_async_factory_survives_the_first_callers_timeout() -> None:
+    """The client's start belongs to the APP scope: a caller that times out stops waiting,
+    the factory goes on, and the client is entered once and closed at shutdown."""
+    log: list[str] = []
+    release = anyio.Event()
+
+    async def slow_client() -> Upstream:
+        await release.wait()  # a DNS lookup, a token fetch...
+        return Upstream(log)
+
+    container = Container(call_timeout=0.05)
+    container.provide(slow_client, scope=Scope.APP)
+
+    async with container:
+        with pytest.raises(TimeoutError):
+            await container.run(upstream_handler)
+        release.set()
+        assert await container.run(upstream_handler) == "pong"
+        assert await container.run(upstream_handler) == "pong"
+        assert log == ["open"]
+    assert log == ["open", "close"]
+
+
+async def test_closing_the_container_stops_an_async_factory_still_awaited() -> None:
+    log: list[str] = []
+    cancelled: list[str] = []
+    started = anyio.Event()
+
+    async def never_ready() -> Upstream:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            cancelled.append("factory")
+            raise
+        return Upstream(log)
+
+    container = Container(call_timeout=0.05)
+    container.provide(never_ready, scope=Scope.APP)
+
+    async with container:
+        with pytest.raises(TimeoutError):
+            await container.run(upstream_handler)
+        await started.wait()
+    assert cancelled == ["factory"]
+    assert log == []  # never entered, so nothing to close

@@ -378,3 +378,70 @@ async def test_a_tool_under_a_sync_logging_decorator_is_awaited(mode: str) -> No
     async with client(server, mode) as c:
         assert text(await c.call_tool("greet", {"name": "bob"})) == "hello bob, I am ada"
     assert CALLS == ["current_user", "greet"]
+
+
+def fetch_settings(env: str) -> Callable[[], Awaitable[dict[str, str]]]:
+    async def settings() -> dict[str, str]:
+        return {"env": env}
+
+    return settings
+
+
+async def load_settings(env: str) -> dict[str, str]:
+    return {"env": env}
+
+
+def test_a_lambda_calling_an_async_function_is_refused_with_the_fix() -> None:
+    async def tool(
+        settings: Annotated[dict[str, str], Resolve(lambda: load_settings("prod"))],
+    ) -> None: ...
+
+    with pytest.raises(InvalidSignature) as info:
+        Container().compile(tool)
+    message = str(info.value).replace(
+        f"{__name__}.test_a_lambda_calling_an_async_function_is_refused_with_the_fix.<locals>.", ""
+    )
+    assert_snapshot("lambda_calls_async", message)
+
+
+async def test_the_fix_for_a_lambda_a_partial_is_awaited() -> None:
+    async def tool(
+        settings: Annotated[dict[str, str], Resolve(functools.partial(load_settings, "prod"))],
+        port: Annotated[int, Resolve(lambda: 8080)],  # a lambda of a plain value is fine
+    ) -> tuple[str, int]:
+        return settings["env"], port
+
+    assert await Container().run(tool) == ("prod", 8080)
+
+
+async def test_an_async_wrapper_without_wraps_says_what_it_is_itself() -> None:
+    """No ``functools.wraps`` needed when the wrapper is itself an ``async def`` or an
+    async generator: its own code tells what calling it gives."""
+
+    def timed(fn: Callable[..., Awaitable[str]]) -> Callable[..., Awaitable[str]]:
+        async def wrapper(**kwargs: Any) -> Any:
+            CALLS.append("timed")
+            return await fn(**kwargs)
+
+        return wrapper
+
+    def traced(fn: Callable[..., AsyncIterator[str]]) -> Callable[..., AsyncIterator[str]]:
+        async def wrapper(**kwargs: Any) -> Any:
+            async for value in fn(**kwargs):
+                yield value
+
+        return wrapper
+
+    async def lease() -> AsyncIterator[str]:
+        EVENTS.append("lease")
+        yield "leased"
+        EVENTS.append("returned")
+
+    async def tool(
+        user: Annotated[str, Resolve(timed(current_user))],
+        held: Annotated[str, Resolve(traced(lease))],
+    ) -> str:
+        return f"{user} {held}"
+
+    assert await Container().run(tool) == "ada leased"
+    assert EVENTS == ["lease", "returned"]

@@ -349,32 +349,57 @@ def _article(noun: str) -> str:
     return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
-def _bare_wrapper(fn: Any, returns: Any) -> None:
-    """Refuse a decorator's wrapper that hides what it wraps (no ``functools.wraps``).
+_TELLS_ITSELF = (
+    inspect.CO_COROUTINE | inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+) | inspect.CO_ITERABLE_COROUTINE
 
-    A plain sync function taking ``*args``/``**kwargs``, with no ``__wrapped__`` and no
-    return annotation, that closes over an async function or a generator function
-    would otherwise be run as a plain function and its coroutine or generator object
-    injected.
+
+def _called_inside(fn: types.FunctionType, lam: bool) -> Iterator[Any]:
+    """The callables *fn* closes over (and, for a lambda, the globals it names)."""
+    for cell in fn.__closure__ or ():
+        try:
+            yield cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    if lam:
+        for name in fn.__code__.co_names:
+            if name in fn.__globals__:
+                yield fn.__globals__[name]
+
+
+def _bare_wrapper(fn: Any, returns: Any) -> None:
+    """Refuse a plain function that hides what it calls (no ``functools.wraps``).
+
+    A decorator's sync wrapper taking ``*args``/``**kwargs``, or a lambda, with no
+    ``__wrapped__`` and no return annotation, that calls an async function or a generator
+    function would otherwise be run as a plain function and its coroutine or generator
+    object injected. An ``async def`` (or generator) wrapper says what it is itself.
     """
     if not isinstance(fn, types.FunctionType) or _wrapped_of(fn) is not None:
         return
     if returns is not NO_DEFAULT and returns is not Any and returns is not object:
         return
     code = fn.__code__
-    if not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+    lam = fn.__name__ == "<lambda>"
+    if code.co_flags & _TELLS_ITSELF:
         return
-    for cell in fn.__closure__ or ():
-        try:
-            inner = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
+    if not lam and not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+        return
+    for inner in _called_inside(fn, lam):
         if not callable(inner) or inspect.isclass(inner):
             continue
         kind = _call_kind(inner)
         if kind is Kind.SYNC:
             continue
-        name = describe_fn(fn)
+        name, inner_name = describe_fn(fn), getattr(inner, "__name__", "fn")
+        made = "coroutine" if kind is Kind.ASYNC else kind.value
+        if lam:
+            raise InvalidSignature(
+                f"{name} calls {describe_fn(inner)} ({_article(kind.value)}), so it returns "
+                f"{_article(made)} object and resolvent would inject that object itself.\n"
+                f"  fix: pass {inner_name} itself (Resolve({inner_name})); to bind arguments, "
+                f"use functools.partial({inner_name}, ...), which resolvent sees through"
+            )
         varargs = code.co_flags & inspect.CO_VARARGS
         annotate = (
             ""
@@ -384,8 +409,8 @@ def _bare_wrapper(fn: Any, returns: Any) -> None:
         raise InvalidSignature(
             f"{name} wraps {describe_fn(inner)} ({_article(kind.value)}) but has no __wrapped__, "
             "so resolvent cannot tell what calling it returns: it would inject the "
-            f"{'coroutine' if kind is Kind.ASYNC else kind.value} object itself.\n"
-            f"  fix: decorate the wrapper with @functools.wraps({getattr(inner, '__name__', 'fn')})"
+            f"{made} object itself.\n"
+            f"  fix: decorate the wrapper with @functools.wraps({inner_name})"
             f" inside the decorator{annotate}"
         )
 
