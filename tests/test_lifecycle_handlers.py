@@ -97,6 +97,43 @@ async def test_a_blocking_sync_handler_runs_in_a_worker_thread_and_leaves_the_lo
     assert container.compile(export).describe().splitlines()[-3].endswith("export (thread)")
 
 
+async def test_a_sync_handler_after_sync_resolvers_shares_their_thread_hop() -> None:
+    threads: dict[str, int] = {}
+    failure = LookupError("no such order")
+
+    def order_id(user_id: str) -> int:
+        threads["order_id"] = threading.get_ident()
+        return len(user_id)
+
+    def order(oid: Annotated[int, Resolve(order_id)]) -> str:
+        threads["order"] = threading.get_ident()
+        if oid > 5:
+            raise ValueError("order id out of range")
+        return f"order {oid}"
+
+    def invoice(user_id: str, o: Annotated[str, Resolve(order)]) -> str:
+        threads["invoice"] = threading.get_ident()
+        if user_id == "ghost":
+            raise failure
+        return f"invoice for {o}"
+
+    container = Container()
+    assert await container.run(invoice, user_id="ada") == "invoice for order 3"
+    assert len(set(threads.values())) == 1  # one hop: resolvers and handler together
+    assert threading.get_ident() not in threads.values()
+    run_source = container.compile(invoice).source().partition("async def resolve(")[0]
+    assert run_source.count("await to_thread(") == 1
+    # The handler's own error comes back as itself, not blamed on a resolver.
+    with pytest.raises(LookupError) as raised:
+        await container.run(invoice, user_id="ghost")
+    assert raised.value is failure
+    assert not getattr(failure, "__notes__", None)
+    # A resolver's error still names the resolver.
+    with pytest.raises(ValueError) as bad:
+        await container.run(invoice, user_id="too long")
+    assert "raised by" in bad.value.__notes__[0] and ".order (CALL)" in bad.value.__notes__[0]
+
+
 @pytest.mark.parametrize("mode", HANDLER_MODES)
 async def test_an_inline_sync_handler_and_resolver_run_on_the_event_loop(mode: str) -> None:
     loop_thread = threading.get_ident()
@@ -131,7 +168,9 @@ async def test_a_callers_deadline_abandons_a_slow_sync_handler_and_closes_its_re
     log: list[str] = []
     connection = _connection(log)
 
-    def export(conn: Annotated[str, Resolve(connection)]) -> str:
+    def export(
+        conn: Annotated[str, Resolve(connection)], env: Annotated[str, Resolve(environment)]
+    ) -> str:  # in generated plans: called in the hop of `environment`
         gate.block()
         log.append(f"late export on {conn}")
         gate.finished.set()

@@ -484,6 +484,28 @@ def _blocks(steps: tuple[Step, ...]) -> list[list[Step]]:
     return blocks
 
 
+def _fusable(blocks: list[list[Step]], inputs: tuple[Input, ...], steps: tuple[Step, ...]) -> bool:
+    """Whether a threaded handler can be called in the hop of the plan's last block: that
+    block runs in a thread, asks nothing, and the handler's inputs need no conversion."""
+    if not blocks:
+        return False
+    last = blocks[-1]
+    return (
+        last[0].threaded
+        and last[0].scope is Scope.CALL
+        and not last[-1].may_ask
+        and all(
+            i.source != "step" or (i.outcome is None and not steps[i.step].may_ask) for i in inputs
+        )
+    )
+
+
+def _root_spread(w: _Writer, inputs: tuple[Input, ...], steps: tuple[Step, ...], root: str) -> str:
+    """The handler's arguments: the call's own, then the injected ones."""
+    root_kwargs = ", ".join(f"{i.name}={_expr(w, i, steps, root)}" for i in inputs)
+    return f"**args, {root_kwargs}" if root_kwargs else "**args"
+
+
 def generate(
     plan_ref: list[Any],
     name: str,
@@ -520,26 +542,40 @@ def generate(
     # Worker-thread blocks become plain functions that run in one hop.
     block_defs: list[tuple[str, int]] = []
     body: list[tuple[str, int]] = []
-    for number, block in enumerate(_blocks(steps)):
+    blocks = _blocks(steps)
+    # A sync handler whose last resolvers run in a thread is called in that same hop.
+    fused = variant == "run" and root_threaded and _fusable(blocks, inputs, steps)
+    for number, block in enumerate(blocks):
         first = block[0]
         if first.threaded and first.scope is Scope.CALL:
             inside = {s.index for s in block}
+            fuse = fused and number == len(blocks) - 1
+            consumers = [i for s in block for i in s.inputs] + (list(inputs) if fuse else [])
             needed = sorted(
-                {
-                    i.step
-                    for s in block
-                    for i in s.inputs
-                    if i.source == "step" and i.step not in inside
-                }
+                {i.step for i in consumers if i.source == "step" and i.step not in inside}
             )
-            params = ", ".join([f"v{i}" for i in needed] + ["args", "values"])
+            params = ", ".join(
+                [f"v{i}" for i in needed] + ["args", "values"] + (["body"] if fuse else [])
+            )
             block_defs.append((f"def block{number}({params}):", -1))
             for step in block:
                 fn = w.const("f", step.fn)
                 text = f"    v{step.index} = {fn}({_call_args(w, step.inputs, steps, step.name)})"
                 block_defs.append((text, step.index))
             outs = ", ".join(f"v{s.index}" for s in block)
-            block_defs.append((f"    return ({outs},)", -1))
+            if fuse:
+                # The handler's own exception is handed back, not raised here, so it is
+                # not mistaken for a resolver's (and gets no note).
+                block_defs += [
+                    ("    try:", -1),
+                    (f"        ret = body({_root_spread(w, inputs, steps, root_name)})", -1),
+                    ("    except BaseException as error:", -1),
+                    (f"        return ({outs}, None, error)", -1),
+                    (f"    return ({outs}, ret, None)", -1),
+                ]
+                outs += ", ret, raised"
+            else:
+                block_defs.append((f"    return ({outs},)", -1))
             # A cancelled call (its deadline, a failed branch) does not wait for the
             # thread: it is abandoned and its late result dropped (see docs/concepts.md).
             body.append(
@@ -610,9 +646,11 @@ def generate(
     w.emit("        error = fail(exc, PLAN[0], LINES, args, values)")
     w.emit("        if error is exc: raise")
     w.emit("        raise error from exc")
-    if variant == "run":
-        root_kwargs = ", ".join(f"{i.name}={_expr(w, i, steps, root_name)}" for i in inputs)
-        spread = f"**args, {root_kwargs}" if root_kwargs else "**args"
+    if fused:
+        w.emit("    if raised is not None: raise raised")
+        w.emit("    return ret")
+    elif variant == "run":
+        spread = _root_spread(w, inputs, steps, root_name)
         if root_threaded:
             # A sync handler's thread is abandoned on cancellation like a resolver's
             # (see docs/concepts.md): the caller's own bound holds.
