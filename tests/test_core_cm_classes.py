@@ -486,3 +486,40 @@ async def test_closing_the_container_stops_an_async_factory_still_awaited() -> N
         await started.wait()
     assert cancelled == ["factory"]
     assert log == []  # never entered, so nothing to close
+
+
+# -- a library's client class registered as it is ----------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_httpx_async_client_registered_as_the_provider_is_opened_and_closed(
+    mode: str,
+) -> None:
+    """``container.provide(httpx.AsyncClient)``: its ``__init__`` names ``ssl.SSLContext``,
+    imported only for type checkers; every parameter has a default, so it is built with
+    those, entered, found by type and closed at shutdown."""
+    seen: list[httpx.AsyncClient] = []
+    container = make_container(mode)
+    container.provide(httpx.AsyncClient, scope=Scope.APP)
+
+    async def handler(client: Annotated[httpx.AsyncClient, Resolve()]) -> bool:
+        seen.append(client)
+        return client.is_closed
+
+    async with container:
+        assert await run(container, handler, mode) is False
+        assert await run(container, handler, mode) is False
+        assert seen[0] is seen[1]
+    assert seen[0].is_closed
+
+
+class NeedsUnimportable:
+    def __init__(self, context: "ssl.SSLContext") -> None:  # type: ignore[name-defined]  # noqa: F821
+        self.context = context
+
+
+def test_an_unresolvable_annotation_without_a_default_is_still_refused() -> None:
+    with pytest.raises(
+        InvalidSignature, match=r"cannot read the annotations of .*NeedsUnimportable"
+    ):
+        Container().provide(NeedsUnimportable)

@@ -141,11 +141,36 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     try:
         return typing.get_type_hints(target, include_extras=True)
     except Exception as exc:
+        hints = _class_hints(fn, target) if isinstance(fn, type) else None
+        if hints is not None:
+            return hints
         raise InvalidSignature(
             f"cannot read the annotations of {describe_fn(fn)}: {exc}.\n"
             "  fix: make every name used in its annotations importable at module level "
             "(not only under TYPE_CHECKING)"
         ) from exc
+
+
+def _class_hints(cls: type, init: Any) -> dict[str, Any] | None:
+    """A class's ``__init__`` annotations read one by one, for a library class whose
+    annotations name what it imports only for type checkers (``httpx.AsyncClient``'s
+    ``ssl.SSLContext``). One that does not resolve is dropped when its parameter has a
+    default (resolvent leaves that parameter to its default); else None."""
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return None
+    globalns = getattr(init, "__globals__", {})
+    hints: dict[str, Any] = {}
+    for name, annotation in getattr(init, "__annotations__", {}).items():
+        probe = types.SimpleNamespace(__annotations__={name: annotation})
+        try:
+            hints.update(typing.get_type_hints(probe, globalns, include_extras=True))
+        except Exception:
+            param = params.get(name)
+            if param is None or param.default is param.empty or "Resolve" in str(annotation):
+                return None
+    return hints
 
 
 def _is_async_callable(fn: Any) -> bool:
