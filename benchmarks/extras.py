@@ -107,4 +107,4 @@ async def thread_hops() -> dict[str, Any]:
         assert isinstance(inst, impls.Instance)
         source = inst.info["plan"].source()
     run = source.split("async def resolve", 1)[0]
-    return {"hops_per_call": run.count("await to_thread("), "plan_source": source}
+    return {"hops_per_call": run.count("await in_thread("), "plan_source": source}

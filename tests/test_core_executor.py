@@ -43,8 +43,8 @@ async def test_sync_resolvers_run_in_one_worker_thread_hop() -> None:
     source = container.compile(handler).source()
     run_part, _, resolve_part = source.partition("async def resolve(")
     assert "async def run(" in run_part
-    assert run_part.count("await to_thread(") == 1  # one hop in `run` ...
-    assert resolve_part.count("await to_thread(") == 1  # ... and one in `resolve`
+    assert run_part.count("await in_thread(") == 1  # one hop in `run` ...
+    assert resolve_part.count("await in_thread(") == 1  # ... and one in `resolve`
 
 
 async def test_sync_resolvers_in_the_interpreter_run_in_worker_threads() -> None:

@@ -35,7 +35,15 @@ from ._markers import Resolve, is_inline
 from ._plan import Plan, Step
 from ._questions import Asker
 from ._registry import Registry, read, resolver_key
-from ._scopes import Exits, LiveScope, Scope, _finalize_sync, close_resources, settle
+from ._scopes import (
+    Exits,
+    InContext,
+    LiveScope,
+    Scope,
+    _finalize_sync,
+    close_resources,
+    settle,
+)
 from ._signature import Kind, type_name
 
 __all__ = ("Call", "Container", "Session")
@@ -634,6 +642,8 @@ def _tainted_by(key: Hashable, block: int) -> bool:
 
 
 def _closes_sync(step: Step, obj: Any) -> bool:
+    if isinstance(obj, InContext):
+        obj = obj.obj
     kind = step.kind
     return (kind is Kind.GENERATOR and inspect.isgenerator(obj)) or (
         kind is Kind.CONTEXT_MANAGER and hasattr(obj, "__exit__")

@@ -5,6 +5,7 @@ plans). Both follow the same plan and share the helpers below, so they agree.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import itertools
 import json
@@ -18,7 +19,7 @@ import anyio.to_thread
 from ._errors import InputRequired, InvalidAnswer, ResolventError
 from ._plan import Input, Step
 from ._questions import QUESTION_KINDS, Answered, Asker, Outcome, QuestionKind, as_outcome
-from ._scopes import Exits, LiveScope, Scope, enter
+from ._scopes import Exits, LiveScope, Scope, adopt, enter, in_thread, keep
 from ._signature import NO_DEFAULT, Kind, type_name
 
 if TYPE_CHECKING:
@@ -285,9 +286,7 @@ async def _run_step(
         value = (
             step.fn(**kwargs)
             if step.inline
-            else await anyio.to_thread.run_sync(
-                functools.partial(step.fn, **kwargs), abandon_on_cancel=True
-            )
+            else await in_thread(functools.partial(step.fn, **kwargs))
         )
     else:
         obj = step.fn(**kwargs)
@@ -348,7 +347,9 @@ async def _run_concurrently(
     `Exits`), so resources set up in a branch are torn down in the task that set them
     up; they are then branches like any other. Otherwise resources are entered by the
     calling task, one at a time. If a step fails, the others are cancelled and the
-    first failure is raised as itself (later ones are attached as notes).
+    first failure is raised as itself (later ones are attached as notes). A branch task
+    runs in a copy of the calling task's context; what its step set there is copied
+    back when it finishes, so the steps after it and the handler see it.
     """
     steps = plan.steps
     waiting = [len({i.step for i in s.inputs if i.source == "step"}) for s in steps]
@@ -362,6 +363,15 @@ async def _run_concurrently(
     held = isinstance(exits, Exits) and exits.group is not None
     cancelled = anyio.get_cancelled_exc_class()
     failures: list[BaseException] = []
+    changes: dict[int, tuple[contextvars.Context, contextvars.Context]] = {}
+
+    async def branch(index: int) -> None:
+        base = contextvars.copy_context()
+        await run(index)
+        changed = contextvars.copy_context()
+        if changed != base:
+            changes[index] = (base, changed)
+        send.send_nowait(index)
 
     async def run(index: int) -> None:
         try:
@@ -373,7 +383,6 @@ async def _run_concurrently(
             if error is exc:
                 raise
             raise error from exc
-        send.send_nowait(index)
 
     try:
         async with send, receive, anyio.create_task_group() as group:
@@ -382,11 +391,19 @@ async def _run_concurrently(
                 while ready:
                     index = ready.popleft()
                     if held or not steps[index].kind.is_resource:
-                        group.start_soon(run, index)
+                        group.start_soon(branch, index)
                     else:
                         await run(index)
+                        send.send_nowait(index)
                 finished = await receive.receive()
                 done += 1
+                changed = changes.pop(finished, None)
+                if changed is not None:
+                    step = steps[finished]
+                    if step.kind.is_resource:  # undone when the call closes
+                        keep(exits, step, *changed)
+                    else:
+                        adopt(*changed)
                 for dependent in dependents[finished]:
                     waiting[dependent] -= 1
                     if waiting[dependent] == 0:
@@ -531,6 +548,7 @@ def generate(
         ask=ask,
         enter=enter,
         partial=functools.partial,
+        in_thread=in_thread,
         to_thread=anyio.to_thread.run_sync,
         fail=_fail,
         PLAN=plan_ref,
@@ -578,9 +596,10 @@ def generate(
                 block_defs.append((f"    return ({outs},)", -1))
             # A cancelled call (its deadline, a failed branch) does not wait for the
             # thread: it is abandoned and its late result dropped (see docs/concepts.md).
+            # What the block sets in context variables is kept, as if run here.
             body.append(
                 (
-                    f"({outs},) = await to_thread(block{number}, {params}, abandon_on_cancel=True)",
+                    f"({outs},) = await in_thread(block{number}, {params})",
                     block[-1].index,
                 )
             )

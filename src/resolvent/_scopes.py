@@ -25,12 +25,93 @@ if TYPE_CHECKING:
 
     from ._plan import Step
 
-__all__ = ("Exits", "LiveScope", "Scope")
+__all__ = ("Exits", "InContext", "LiveScope", "Scope", "adopt", "in_thread")
 
 logger = logging.getLogger("resolvent")
 
 # Resources whose setup and teardown must share one task (they may hold cancel scopes).
 _HELD = frozenset({Kind.ASYNC_GENERATOR, Kind.ASYNC_CONTEXT_MANAGER})
+_UNSET: Any = object()
+
+
+# --- context variables ------------------------------------------------------------------
+# The rule (docs/concepts.md, "Context variables"): a CALL resolver or resource runs as if
+# called in the caller's task, so what it sets in context variables is seen by the
+# resolvers after it and by the handler. Where it really runs elsewhere (a worker thread,
+# a branch or holder task), it runs in a copy of the caller's context and what it set is
+# copied back (`adopt`). A sync resource's set-up and teardown run in one context of its
+# own (`InContext`), so `token = var.set(x); yield; var.reset(token)` works wherever its
+# teardown is called from. APP and SESSION values start in their home task: what their
+# set-up sets stays there.
+
+
+def adopt(base: contextvars.Context, changed: contextvars.Context) -> list[contextvars.Token[Any]]:
+    """Set in the current context what *changed* set since it was copied from *base*.
+
+    Returns the tokens, to undo it (see `_Restore`). Costs one comparison when nothing
+    was set.
+    """
+    if changed == base:
+        return []
+    return [var.set(value) for var, value in changed.items() if base.get(var, _UNSET) is not value]
+
+
+async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a worker thread, abandoned on cancel; keep what it set in context."""
+    base = contextvars.copy_context()
+    context = base.copy()
+    value = await anyio.to_thread.run_sync(
+        cast("Callable[..., Any]", context.run), fn, *args, abandon_on_cancel=True
+    )
+    adopt(base, context)
+    return value
+
+
+class InContext:
+    """A sync resource with a context of its own: set-up and teardown both run there.
+
+    Its teardown may run in another task or thread than its set-up did (a worker
+    thread per hop; a scope closed from another task), and a context variable token is
+    valid only in the context that made it.
+    """
+
+    __slots__ = ("base", "context", "obj")
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        self.base = contextvars.copy_context()
+        self.context = self.base.copy()
+
+
+class _Restore:
+    """At a call's close, undo what `adopt` set in the caller's context for a resource.
+
+    So a variable a resource sets around its ``yield`` is back to the caller's value
+    after the call, as after a ``with`` block. A token made in another task's context
+    (a branch that has finished) has nothing to undo here.
+    """
+
+    __slots__ = ("tokens",)
+
+    def __init__(self, tokens: list[contextvars.Token[Any]]) -> None:
+        self.tokens = tokens
+
+    def undo(self) -> None:
+        for token in reversed(self.tokens):
+            with contextlib.suppress(ValueError):  # made in another context
+                token.var.reset(token)
+
+
+def keep(
+    exits: list[tuple[Step, Any]],
+    step: Step,
+    base: contextvars.Context,
+    changed: contextvars.Context,
+) -> None:
+    """Adopt what resource *step*'s set-up set; undo it when *exits* close."""
+    tokens = adopt(base, changed)
+    if tokens:
+        exits.append((step, _Restore(tokens)))
 
 
 class Scope(enum.IntEnum):
@@ -303,11 +384,16 @@ class Exits(list[tuple["Step", Any]]):
                 raise
 
 
+_EMPTY_CONTEXT = contextvars.Context()
+
+
 class _Holder:
     """A task that sets one resource up, holds it open, and tears it down on release."""
 
     __slots__ = (
         "abort",
+        "base",
+        "context",
         "error",
         "exc",
         "expired",
@@ -338,6 +424,7 @@ class _Holder:
         self.value: Any = None
         self.error: BaseException | None = None
         self.exc: BaseException | None = None
+        self.base = self.context = _EMPTY_CONTEXT  # this task's context around setup
 
     async def run(self) -> None:
         # One scope (`scope`) around setup, hold and teardown: the provider's own cancel
@@ -349,7 +436,9 @@ class _Holder:
             # A home task (APP, SESSION) holds unshielded: the only cancellation that can
             # reach it is the event loop's shutdown, which must not hang on the hold.
             with self.abort, self.scope:
+                self.base = contextvars.copy_context()
                 self.value = await _open(self.step, self.obj, self)
+                self.context = contextvars.copy_context()
                 self.opened = True
                 self.scope.shield = self.hold_shielded
                 if self.on_open is not None:
@@ -378,13 +467,34 @@ class _Holder:
 
 async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
     """Enter a resource (generator or context manager) and remember how to close it."""
-    group = exits.group if isinstance(exits, Exits) else None
+    if isinstance(exits, Exits):
+        call, group = True, exits.group
+    else:
+        call, group = False, None
     if group is None:
-        value = await _open(step, obj)
+        kind = step.kind  # identity tests: hashing an enum member costs a Python call
+        if (
+            kind is Kind.ASYNC_GENERATOR
+            or kind is Kind.ASYNC_CONTEXT_MANAGER
+            or (step.inline and call)
+        ):
+            # Set up and torn down in this task (a call's), in this task's context.
+            value = await _open(step, obj)
+            if isinstance(exits, Exits) and exits.closed:
+                await _opened_too_late(step, obj)
+            exits.append((step, obj))
+            return value
+        # A thread per hop, or a scope closed from another task: a context of its own.
+        own = InContext(obj)
+        value = await _open(step, own)
         if isinstance(exits, Exits) and exits.closed:
-            await _opened_too_late(step, obj)
-        exits.append((step, obj))
+            await _opened_too_late(step, own)
+        exits.append((step, own))
+        if call:
+            keep(exits, step, own.base, own.context)
         return value
+    if step.kind not in _HELD and not step.inline:
+        obj = InContext(obj)  # set up and torn down in worker threads
     holder = _Holder(step, obj)
     group.start_soon(holder.run)
     try:
@@ -415,6 +525,8 @@ async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
     if cast(Exits, exits).closed:
         await _opened_too_late(step, holder)
     exits.append((step, holder))
+    source = obj if isinstance(obj, InContext) else holder
+    keep(exits, step, source.base, source.context)  # holder tasks set up in a copy
     return holder.value
 
 
@@ -443,7 +555,9 @@ async def _open(step: Step, obj: Any, holder: _Holder | None = None) -> Any:
     if kind is Kind.ASYNC_CONTEXT_MANAGER:
         return await obj.__aenter__()
     if step.inline:
-        return _next_or_fail(step, obj) if kind is Kind.GENERATOR else obj.__enter__()
+        if obj.__class__ is InContext:
+            return obj.context.run(_enter_sync, step, obj.obj)
+        return _enter_sync(step, obj)
     setup = _ThreadedSetup(step, obj)
     try:
         return await anyio.to_thread.run_sync(setup.run, abandon_on_cancel=True)
@@ -470,7 +584,7 @@ class _ThreadedSetup:
 
     __slots__ = ("abandoned", "done", "error", "lock", "obj", "opened", "started", "step", "value")
 
-    def __init__(self, step: Step, obj: Any) -> None:
+    def __init__(self, step: Step, obj: InContext) -> None:
         self.step = step
         self.obj = obj
         self.lock = threading.Lock()
@@ -484,9 +598,9 @@ class _ThreadedSetup:
     def run(self) -> Any:
         if not self._start():
             return None
-        step, obj = self.step, self.obj
+        own = self.obj
         try:
-            value = _next_or_fail(step, obj) if step.kind is Kind.GENERATOR else obj.__enter__()
+            value = own.context.run(_enter_sync, self.step, own.obj)
         except BaseException as error:
             self.error = error
             self.done.set()
@@ -525,6 +639,10 @@ class _ThreadedSetup:
             )
 
 
+def _enter_sync(step: Step, obj: Any) -> Any:
+    return _next_or_fail(step, obj) if step.kind is Kind.GENERATOR else obj.__enter__()
+
+
 def _next_or_fail(step: Step, gen: Any) -> Any:
     try:
         return next(gen)
@@ -557,6 +675,9 @@ async def _finalize(step: Step, obj: Any, exc: BaseException | None) -> None:
     """Tear one resource down; the scope's own exception *exc* coming back is no error."""
     if isinstance(obj, _Holder):
         await obj.close(exc)
+        return
+    if obj.__class__ is _Restore:
+        obj.undo()
         return
     try:
         kind = step.kind
@@ -597,6 +718,9 @@ async def _finalize_async_generator(step: Step, obj: Any, exc: BaseException | N
 
 
 def _finalize_sync(step: Step, obj: Any, exc: BaseException | None) -> None:
+    if obj.__class__ is InContext:
+        obj.context.run(_finalize_sync, step, obj.obj, exc)
+        return
     if step.kind is Kind.CONTEXT_MANAGER:
         obj.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
         return
