@@ -322,6 +322,29 @@ async def test_a_session_used_after_its_block_refuses() -> None:
             pass
 
 
+def test_inline_on_an_async_function_or_an_injected_tool_says_where_it_belongs() -> None:
+    container = Container()
+
+    async def lookup() -> str:
+        return "found"
+
+    with pytest.raises(TypeError) as on_async:
+        inline(lookup)
+    assert_snapshot(
+        "inline_on_async",
+        str(on_async.value).replace(
+            "test_inline_on_an_async_function_or_an_injected_tool_says_where_it_belongs.<locals>.",
+            "",
+        ),
+    )
+
+    def find(found: Annotated[str, Resolve(lookup)]) -> str:
+        return found
+
+    with pytest.raises(TypeError, match="put @inline below @inject"):
+        inline(inject(container)(find))
+
+
 # -- through MCP -------------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -68,8 +69,8 @@ def inline(fn: F, /) -> F:
     MCP tool runs in a worker thread, so a blocking body never stalls the event loop.
     Mark a cheap one ``@inline`` to run it on the loop and save the thread hop. On a
     resolver, ``@inline`` is the same as registering it with ``inline=True``, and works
-    for a resolver used through ``Resolve(fn)`` without registering it. An ``async def``
-    always runs on the loop; the mark changes nothing there. Returns *fn* itself.
+    for a resolver used through ``Resolve(fn)`` without registering it. Returns *fn*
+    itself. Under ``@inject(container)``, put it below ``@inject``, on the ``def``.
 
     ```python
     @inline
@@ -78,8 +79,17 @@ def inline(fn: F, /) -> F:
     ```
 
     Raises:
-        TypeError: *fn* takes no attributes (a builtin); wrap it in a ``def``.
+        TypeError: *fn* is an ``async def`` (it always runs on the loop: the mark would
+            do nothing), or takes no attributes (a builtin); wrap it in a ``def``.
     """
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise TypeError(
+            f"@inline on {name}: it is an async function, which always runs on the event "
+            "loop, so the mark would do nothing.\n"
+            "  fix: remove @inline; on an @inject(container) tool, put @inline below "
+            "@inject, on the def itself"
+        )
     try:
         setattr(fn, _INLINE, True)
     except (AttributeError, TypeError):
