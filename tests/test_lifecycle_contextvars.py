@@ -17,8 +17,9 @@ import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from mcp_helpers import client, text
-from resolvent import Container, Resolve, Scope
+from mcp_helpers import MODES as PROTOCOLS
+from mcp_helpers import Name, answering, client, text
+from resolvent import Container, Elicit, Resolve, Scope
 from resolvent.mcp import inject
 
 request_id: ContextVar[str] = ContextVar("request_id", default="-")
@@ -237,6 +238,32 @@ async def test_an_mcp_tool_sees_what_its_resource_set(
         assert not result.is_error, text(result)
         assert text(result) == "r-1"
         assert text(await c.call_tool(name, {})) == "r-1"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("kind", ["async_generator", "sync_generator_thread"])
+async def test_a_tool_that_asks_sees_what_its_resource_set_in_every_round(
+    protocol: str, kind: str
+) -> None:
+    # Legacy: the question goes over the back channel mid-call. 2026-07-28: each round is
+    # a call of its own (the interpreter), and the resource is opened again in each.
+    container = Container()
+    tagged = register_tagging(container, kind)
+    server = MCPServer("ask", lifespan=container.lifespan)
+
+    async def ask_name(tag: Annotated[Tag, Resolve(tagged)]) -> Elicit[Name]:
+        return Elicit(f"Your name ({request_id.get()})?", Name)
+
+    @server.tool()
+    @inject(container)
+    async def greet(name: Annotated[Name, Resolve(ask_name)]) -> str:
+        return f"{name.name} in {request_id.get()}"
+
+    callback = answering("accept", {"name": "Ada"})
+    async with client(server, protocol, elicitation_callback=callback) as c:
+        result = await c.call_tool("greet", {})
+    assert text(result) == "Ada in r-1"
+    assert callback.asked == ["Your name (r-1)?"]
 
 
 async def test_leaving_an_override_closes_a_shared_sync_resource_in_its_own_context() -> None:
