@@ -523,3 +523,29 @@ def test_an_unresolvable_annotation_without_a_default_is_still_refused() -> None
         InvalidSignature, match=r"cannot read the annotations of .*NeedsUnimportable"
     ):
         Container().provide(NeedsUnimportable)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_async_factory_opens_sqlite_on_the_event_loop_thread(
+    mode: str, tmp_path: Any
+) -> None:
+    """``async def db() -> sqlite3.Connection`` makes, enters and exits the connection on
+    the event loop, where an async handler uses it: sqlite's same-thread check holds
+    without ``check_same_thread=False``."""
+    path = str(tmp_path / "notes.db")
+    opened: list[sqlite3.Connection] = []
+
+    async def db() -> sqlite3.Connection:
+        opened.append(sqlite3.connect(path))
+        opened[-1].execute("create table if not exists notes (text)")
+        return opened[-1]
+
+    async def add(conn: Annotated[sqlite3.Connection, Resolve(db)]) -> int:
+        conn.execute("insert into notes values ('milk')")
+        return len(conn.execute("select * from notes").fetchall())
+
+    container = make_container(mode)
+    assert await run(container, add, mode) == 1
+    assert await run(container, add, mode) == 2  # the first call's insert was committed
+    for conn in opened:  # sqlite's `with` commits; closing stays the owner's job
+        conn.close()
