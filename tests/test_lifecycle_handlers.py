@@ -418,3 +418,33 @@ async def test_mcp_sync_tool_call_times_out_on_a_slow_sync_resolver(mode: str) -
         assert "late" not in text(result)
     await gate.let_go()
     assert ran == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_mcp_client_giving_up_on_a_slow_sync_tool_frees_its_call_at_once(mode: str) -> None:
+    gate = Gate()
+    closed = anyio.Event()
+
+    async def connection() -> AsyncIterator[str]:
+        try:
+            yield "conn"
+        finally:
+            closed.set()
+
+    container = Container()
+    server = MCPServer("slow export", lifespan=container.lifespan)
+
+    @server.tool()
+    @inject(container)
+    def export(conn: Annotated[str, Resolve(connection)]) -> str:
+        gate.block()
+        gate.finished.set()
+        return f"exported over {conn}"
+
+    async with client(server, mode) as c:
+        with anyio.move_on_after(0.3):  # the client gives up: the request is cancelled
+            await c.call_tool("export", {})
+        with anyio.fail_after(5):
+            await closed.wait()  # the server did not wait for the thread
+        assert not gate.finished.is_set()
+        await gate.let_go()
