@@ -322,6 +322,25 @@ async def test_a_session_used_after_its_block_refuses() -> None:
             pass
 
 
+async def test_an_inline_fake_in_an_override_runs_on_the_loop() -> None:
+    loop_thread = threading.get_ident()
+
+    def rates() -> dict[str, float]:  # the real one blocks on a slow service
+        return {"EUR": 1.1}
+
+    @inline
+    def fixed_rates() -> dict[str, float]:
+        return {"EUR": 1.0, "thread": float(threading.get_ident() == loop_thread)}
+
+    async def convert(amount: float, r: Annotated[dict[str, float], Resolve(rates)]) -> float:
+        assert r["thread"] == 1.0, "the inline fake ran in a worker thread"
+        return amount * r["EUR"]
+
+    container = Container()
+    with container.override(rates, fixed_rates):
+        assert await container.run(convert, amount=2.0) == 2.0
+
+
 def test_inline_on_an_async_function_or_an_injected_tool_says_where_it_belongs() -> None:
     container = Container()
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args, get_origin
 
 from ._errors import InvalidSignature
-from ._markers import Resolve
+from ._markers import Resolve, is_inline
 from ._plan import Input, Step
 from ._registry import Provider, Registry, read, resolver_key
 from ._scopes import Scope
@@ -158,7 +158,10 @@ class _Compiler:
         if found is not None:
             replaced, replacement = found
             provider = self.registry.get(replacement) or Provider(
-                read(replacement), original.scope, original.inline, registered=False
+                read(replacement),
+                original.scope,
+                original.inline or is_inline(replacement),
+                registered=False,
             )
             replaces, key = key, existing
         else:
