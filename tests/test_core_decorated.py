@@ -445,3 +445,22 @@ async def test_an_async_wrapper_without_wraps_says_what_it_is_itself() -> None:
 
     assert await Container().run(tool) == "ada leased"
     assert EVENTS == ["lease", "returned"]
+
+
+class Settings:
+    def load(self) -> dict[str, str]:
+        return {"env": "dev"}
+
+
+SETTINGS = Settings()
+
+
+async def load() -> dict[str, str]:  # an async function that happens to share the name
+    return {"env": "prod"}
+
+
+async def test_a_lambda_calling_a_sync_method_of_the_same_name_is_not_refused() -> None:
+    async def tool(s: Annotated[dict[str, str], Resolve(lambda: SETTINGS.load())]) -> str:
+        return s["env"]
+
+    assert await Container().run(tool) == "dev"

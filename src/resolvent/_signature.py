@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dis
 import enum
 import functools
 import inspect
@@ -387,9 +388,9 @@ def _called_inside(fn: types.FunctionType, lam: bool) -> Iterator[Any]:
         except ValueError:  # an empty cell
             continue
     if lam:
-        for name in fn.__code__.co_names:
-            if name in fn.__globals__:
-                yield fn.__globals__[name]
+        for op in dis.get_instructions(fn):
+            if op.opname == "LOAD_GLOBAL" and op.argval in fn.__globals__:
+                yield fn.__globals__[op.argval]
 
 
 def _bare_wrapper(fn: Any, returns: Any) -> None:
