@@ -43,7 +43,7 @@ def make_container(log: list[str]) -> tuple[Container, object, object]:
 
 async def test_starlette_endpoint_gets_request_and_resources(anyio_backend: str) -> None:
     log: list[str] = []
-    container, database, transaction = make_container(log)
+    container, _database, transaction = make_container(log)
 
     async def user_agent(request: Request) -> str:
         return request.headers.get("user-agent", "")
@@ -67,7 +67,7 @@ async def test_starlette_endpoint_gets_request_and_resources(anyio_backend: str)
 
 async def test_fastapi_hides_injected_parameters_and_keeps_its_own(anyio_backend: str) -> None:
     log: list[str] = []
-    container, database, transaction = make_container(log)
+    container, _database, transaction = make_container(log)
     app = FastAPI(lifespan=container.lifespan)
 
     @app.get("/items/{item_id}")
@@ -109,7 +109,7 @@ async def test_fastapi_hides_injected_parameters_and_keeps_its_own(anyio_backend
 
 async def test_override_in_a_route(anyio_backend: str, resolvent_override: object) -> None:
     log: list[str] = []
-    container, database, transaction = make_container(log)
+    container, _database, transaction = make_container(log)
 
     async def fake() -> str:
         return "fake"

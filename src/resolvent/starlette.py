@@ -82,7 +82,9 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         connection = args[0] if args else kwargs.pop(_CONNECTION)
-        values = {WebSocket if isinstance(connection, WebSocket) else Request: connection}
+        values: dict[Any, Any] = {
+            WebSocket if isinstance(connection, WebSocket) else Request: connection
+        }
         async with container.call(values=values) as call:
             injected = await call.resolve(plan, kwargs)
             kwargs.update(injected)
