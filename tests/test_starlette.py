@@ -1,15 +1,17 @@
 """resolvent.starlette: the container in Starlette endpoints and FastAPI path operations."""
 
-from collections.abc import AsyncIterator
-from typing import Annotated
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any
 
+import anyio
 import httpx
 import pytest
 from fastapi import FastAPI, HTTPException
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from resolvent import Container, Resolve, Scope
 from resolvent.starlette import inject
@@ -126,6 +128,230 @@ async def test_override_in_a_route(anyio_backend: str, resolvent_override: objec
     async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         assert (await client.get("/")).json() == "fake"
     assert log == []
+
+
+# -- resources live until the response is sent ------------------------------------------
+
+
+class Cursor:
+    """A per-request resource that must stay open while the response streams."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        self.closed = False
+
+    def read(self, n: int) -> str:
+        assert not self.closed, "read from a closed cursor"
+        self.log.append(f"chunk {n}")
+        return f"{n};"
+
+
+MODES: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "concurrent": {"concurrent": True},
+    "call_timeout": {"call_timeout": 30.0},
+}
+
+
+def cursor_container(log: list[str], mode: str = "plain") -> tuple[Container, Callable[..., Any]]:
+    container = Container(**MODES[mode])
+
+    async def cursor() -> AsyncIterator[Cursor]:
+        log.append("open")
+        resource = Cursor(log)
+        try:
+            yield resource
+        except BaseException as exc:
+            log.append(f"failed {type(exc).__name__}")
+            raise
+        finally:
+            resource.closed = True
+            log.append("close")
+
+    return container, cursor
+
+
+FRAMEWORKS = ("starlette", "fastapi")
+
+
+def streaming_app(
+    framework: str, container: Container, cursor: Callable[..., Any], chunks: int | None
+) -> Any:
+    """An app whose ``/stream`` reads the injected cursor while it streams (*chunks* or
+    forever) and whose ``/fail`` raises after its cursor is open."""
+
+    async def body(c: Cursor) -> AsyncIterator[str]:
+        n = 0
+        while chunks is None or n < chunks:
+            yield c.read(n)
+            n += 1
+            await anyio.sleep(0)
+
+    async def stream(c: Annotated[Cursor, Resolve(cursor)]) -> StreamingResponse:
+        return StreamingResponse(body(c), media_type="text/plain")
+
+    async def fail(c: Annotated[Cursor, Resolve(cursor)]) -> Response:
+        raise RuntimeError("secret detail")
+
+    if framework == "starlette":
+        routes = [
+            Route("/stream", inject(container)(stream)),
+            Route("/fail", inject(container)(fail)),
+        ]
+        return Starlette(routes=routes)
+    app = FastAPI()
+    app.get("/stream")(inject(container)(stream))
+    app.get("/fail")(inject(container)(fail))
+    return app
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("mode", MODES)
+async def test_streaming_response_reads_its_resource_while_it_streams(
+    anyio_backend: str, framework: str, mode: str
+) -> None:
+    log: list[str] = []
+    container, cursor = cursor_container(log, mode)
+    app = streaming_app(framework, container, cursor, chunks=3)
+    transport = httpx.ASGITransport(app=app)
+    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        response = await client.get("/stream")
+    assert response.status_code == 200
+    assert response.text == "0;1;2;"
+    assert log == ["open", "chunk 0", "chunk 1", "chunk 2", "close"]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_failing_handler_closes_its_resources_with_the_error(
+    anyio_backend: str, framework: str, mode: str
+) -> None:
+    log: list[str] = []
+    container, cursor = cursor_container(log, mode)
+    app = streaming_app(framework, container, cursor, chunks=1)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        response = await client.get("/fail")
+    assert response.status_code == 500
+    assert "secret" not in response.text
+    assert log == ["open", "failed RuntimeError", "close"]
+
+
+def http_scope(path: str, spec_version: str) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": spec_version},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"t")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("t", 80),
+    }
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("spec_version", ["2.0", "2.4"])
+async def test_a_client_that_leaves_mid_stream_still_closes_the_resources(
+    anyio_backend: str, framework: str, spec_version: str
+) -> None:
+    """The client goes after the first chunk of an endless stream: ASGI servers say so
+    with ``http.disconnect`` (spec 2.0) or by failing ``send`` with OSError (2.4)."""
+    log: list[str] = []
+    container, cursor = cursor_container(log)
+    app = streaming_app(framework, container, cursor, chunks=None)
+    gone = anyio.Event()
+    requested = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if gone.is_set() and spec_version == "2.4":
+            raise OSError("connection reset by peer")
+        if message["type"] == "http.response.body" and message.get("body"):
+            gone.set()
+
+    async with container:
+        with anyio.fail_after(10):
+            try:
+                await app(http_scope("/stream", spec_version), receive, send)
+            except Exception as exc:  # 2.4: the disconnect surfaces to the server
+                assert spec_version == "2.4", exc
+    assert log[0] == "open"
+    assert log[-1] == "close"
+    assert "chunk 0" in log
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+async def test_a_websocket_keeps_its_resources_for_the_whole_connection(
+    anyio_backend: str, framework: str
+) -> None:
+    log: list[str] = []
+    container, cursor = cursor_container(log)
+
+    async def echo(websocket: WebSocket, c: Annotated[Cursor, Resolve(cursor)]) -> None:
+        await websocket.accept()
+        n = 0
+        async for text in websocket.iter_text():
+            await websocket.send_text(text + c.read(n))
+            n += 1
+
+    app: Any
+    if framework == "starlette":
+        app = Starlette(routes=[WebSocketRoute("/ws", inject(container)(echo))])
+    else:
+        app = FastAPI()
+        app.websocket("/ws")(inject(container)(echo))
+    incoming = [
+        {"type": "websocket.connect"},
+        {"type": "websocket.receive", "text": "a"},
+        {"type": "websocket.receive", "text": "b"},
+        {"type": "websocket.disconnect", "code": 1000},
+    ]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return incoming.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = http_scope("/ws", "2.4") | {"type": "websocket", "scheme": "ws", "subprotocols": []}
+    async with container:
+        with anyio.fail_after(10):
+            await app(scope, receive, send)
+    assert [m.get("text") for m in sent if m["type"] == "websocket.send"] == ["a0;", "b1;"]
+    assert log == ["open", "chunk 0", "chunk 1", "close"]
+
+
+async def test_a_plain_starlette_response_is_sent_inside_the_call(anyio_backend: str) -> None:
+    """A CALL resource is still open while Starlette sends an ordinary response."""
+    log: list[str] = []
+    container, cursor = cursor_container(log)
+
+    class Tracking(PlainTextResponse):
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            log.append("sending")
+            await super().__call__(scope, receive, send)
+
+    @inject(container)
+    async def home(c: Annotated[Cursor, Resolve(cursor)]) -> Response:
+        return Tracking(c.read(0))
+
+    transport = httpx.ASGITransport(app=Starlette(routes=[Route("/", home)]))
+    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        assert (await client.get("/")).text == "0;"
+    assert log == ["open", "chunk 0", "sending", "close"]
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -6,6 +6,12 @@ CALL is one HTTP request (or one WebSocket connection), APP is the container's l
 the body stay the framework's job: the wrapper shows the framework only the caller-facing
 parameters, so injected ones never appear in FastAPI's OpenAPI schema.
 
+The CALL scope closes after the response is sent, so a streaming body reads open
+resources. On Starlette the endpoint returns at once and the work (resolving, the
+function, sending its response) runs when Starlette sends that "response"; on FastAPI a
+``resolvent_call`` dependency with ``yield`` holds the scope, which FastAPI leaves after the
+response. Either way a failing handler or a departed client closes the resources too.
+
 This module needs Starlette (``pip install resolvent[starlette]``); the core never imports it.
 """
 
@@ -14,20 +20,22 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
 from starlette.requests import HTTPConnection, Request
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from ._container import Container
+from ._container import Call, Container
+from ._plan import Plan
 
 __all__ = ("inject",)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_CONNECTION = "resolvent_connection"
+_CALL = "resolvent_call"
 
 
 def inject(container: Container) -> Callable[[F], F]:
@@ -39,8 +47,10 @@ def inject(container: Container) -> Callable[[F], F]:
     async def notes(limit: int, db: Annotated[Db, Resolve(database)]) -> list[str]: ...
     ```
 
-    Each request opens a CALL scope, resolves the injected parameters, calls *fn* and
-    closes the scope's resources when *fn* returns or raises.
+    Each request opens a CALL scope, resolves the injected parameters and calls *fn*; the
+    scope's resources close after the response is sent (a `StreamingResponse` streams
+    with them open), also when the client disconnects or *fn* raises. A WebSocket
+    endpoint's CALL scope lasts as long as the connection.
 
     Args:
         container: the container holding the providers.
@@ -57,6 +67,10 @@ def inject(container: Container) -> Callable[[F], F]:
     return decorate
 
 
+def _values(connection: HTTPConnection) -> dict[Any, Any]:
+    return {WebSocket if isinstance(connection, WebSocket) else Request: connection}
+
+
 def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     plan = container.compile(fn)
     hints = typing.get_type_hints(fn, include_extras=True)
@@ -70,27 +84,36 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
         )
         for name in plan.arguments
     ]
-    websocket = any(hints.get(p) is WebSocket for p in original.parameters)
-    connection_type: type[HTTPConnection] = WebSocket if websocket else Request
-    params.insert(
-        0,
-        inspect.Parameter(
-            _CONNECTION, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=connection_type
-        ),
-    )
-    is_async = inspect.iscoroutinefunction(fn)
+    call_fn = _caller(fn)
+
+    async def respond(
+        connection: HTTPConnection, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        # Starlette: the whole request, response included, runs in one CALL scope.
+        async with container.call(values=_values(connection)) as call:
+            response = await call_fn(plan, call, {})
+            await response(scope, receive, send)
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        connection = args[0] if args else kwargs.pop(_CONNECTION)
-        values: dict[Any, Any] = {
-            WebSocket if isinstance(connection, WebSocket) else Request: connection
-        }
-        async with container.call(values=values) as call:
-            injected = await call.resolve(plan, kwargs)
-            kwargs.update(injected)
-            if is_async:
-                return await fn(**kwargs)
-            return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+        if args:  # a Starlette endpoint is called with the request (or WebSocket) only
+            connection: HTTPConnection = args[0]
+            if isinstance(connection, WebSocket):
+                async with container.call(values=_values(connection)) as call:
+                    return await call_fn(plan, call, {})
+            return functools.partial(respond, connection)
+        # FastAPI: the `resolvent_call` dependency holds the scope until the response is sent.
+        return await call_fn(plan, kwargs.pop(_CALL), kwargs)
+
+    async def open_call(connection: HTTPConnection) -> AsyncIterator[Call]:
+        async with container.call(values=_values(connection)) as call:
+            yield call
+
+    dependency = _fastapi_dependency(open_call)
+    if dependency is not None:
+        call_param = inspect.Parameter(
+            _CALL, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[Call, dependency]
+        )
+        params.insert(0, call_param)
 
     returns = hints.get("return", inspect.Signature.empty)
     for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
@@ -103,3 +126,30 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     wrapper.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
     wrapper.__annotations__ = annotations
     return wrapper
+
+
+def _fastapi_dependency(open_call: Callable[[HTTPConnection], AsyncIterator[Call]]) -> Any:
+    """``Depends(open_call)``, or None without FastAPI: FastAPI leaves the dependency's
+    ``yield`` after sending the response, so the CALL scope lives that long."""
+    try:
+        from fastapi import Depends
+    except ImportError:  # pragma: no cover - Starlette alone
+        return None
+    return Depends(open_call)
+
+
+def _caller(fn: Callable[..., Any]) -> Callable[[Plan, Call, dict[str, Any]], Awaitable[Any]]:
+    """``(plan, call, kwargs) -> fn's result``: resolve into *kwargs*, then call *fn*."""
+    if inspect.iscoroutinefunction(fn):
+
+        async def call_async(plan: Plan, call: Call, kwargs: dict[str, Any]) -> Any:
+            kwargs.update(await call.resolve(plan, kwargs))
+            return await fn(**kwargs)
+
+        return call_async
+
+    async def call_sync(plan: Plan, call: Call, kwargs: dict[str, Any]) -> Any:
+        kwargs.update(await call.resolve(plan, kwargs))
+        return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+
+    return call_sync
