@@ -16,6 +16,7 @@ from resolvent import (
     Plan,
     Resolve,
     Scope,
+    inline,
 )
 
 
@@ -60,6 +61,11 @@ def sync_handler(s: Annotated[Settings, Resolve()]) -> str:
     return s.dsn
 
 
+@inline  # keeps the function's type
+def quick_handler(s: Annotated[Settings, Resolve()]) -> int:
+    return len(s.dsn)
+
+
 async def main() -> None:
     # The provider decorator returns the function unchanged.
     assert_type(await settings(), Settings)
@@ -70,6 +76,7 @@ async def main() -> None:
         assert_type(await container.start(pool, Settings), None)
         assert_type(await container.run(handler, user_id="u1"), int)
         assert_type(await container.run(sync_handler), str)
+        assert_type(await container.run(quick_handler), int)
         async with container.session() as session:
             assert_type(await session.run(handler, user_id="u1"), int)
             async with session.call() as call:
