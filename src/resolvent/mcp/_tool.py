@@ -27,7 +27,9 @@ from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import InvalidSignature as SdkInvalidSignature
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.resolve import returns_input_required
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import is_version_at_least
@@ -43,6 +45,20 @@ from ._sessions import SessionTable, close_entries, connection_of
 from ._wire import parse_result, render, require_capability, result_type
 
 __all__ = ("inject",)
+
+
+class McpInvalidSignature(InvalidSignature, SdkInvalidSignature):
+    """An injected MCP handler cannot be compiled: catchable as either library's error.
+
+    Code written against the SDK's resolvers catches the SDK's ``InvalidSignature``;
+    resolvent code catches its own. Under `inject` both work.
+    """
+
+
+_TWO_FLOWS = (
+    "a call has one input_required channel, so the multi-round flow is driven either by "
+    "resolvers or by the tool body, not both"
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -139,7 +155,19 @@ class _Tool:
         self.table = table
         self.session_key = session_key
         self.fn = fn
-        plan = container.compile(fn)
+        try:
+            plan = container.compile(fn)
+        except McpInvalidSignature:
+            raise
+        except InvalidSignature as exc:
+            raise _as_mcp_error(exc) from exc.__cause__
+        if plan.steps and returns_input_required(fn):
+            raise McpInvalidSignature(
+                f"Tool {getattr(fn, '__name__', plan.name)!r} ({plan.name}) combines "
+                f"Resolve(...) parameters with an InputRequiredResult return; {_TWO_FLOWS}."
+                "\n  fix: ask through resolvers (Elicit, Sample, ListRoots), or return "
+                "InputRequiredResult yourself from a tool without resolvers"
+            )
         self.plan = plan
         self._flags(plan)
         self.ctx_name = _context_name(plan)
@@ -208,7 +236,8 @@ class _Tool:
             # No questions, no CALL resources, no SESSION values: no scope object needed.
             if self.needs_app:
                 container._check_scopes(plan, None)
-            return await plan.run_fn(kwargs, {Context: ctx}, None, container._app, None, self.fn)
+            result = await plan.run_fn(kwargs, {Context: ctx}, None, container._app, None, self.fn)
+            return self._own_result(result)
         if ctx is None:  # needs nothing from the request: no questions, no SESSION
             call = container.call()
             return await self._run_call(call, ctx, plan, kwargs, False)
@@ -280,11 +309,30 @@ class _Tool:
             try:
                 # A sync handler runs in a worker thread (unless marked `inline`), as
                 # the SDK runs a sync tool: the core does it, the same in every mode.
-                return await call.run(plan, **kwargs)
+                return self._own_result(await call.run(plan, **kwargs))
             except InputRequired as pending:
                 # Not a failure: this round ends cleanly and its resources close normally.
                 assert ctx is not None  # a plan that asks always takes the Context
                 return _input_required(ctx, pending)
+
+    def _own_result(self, result: Any) -> Any:
+        """*result* of the tool body, refused when it takes over the resolvers' rounds."""
+        if isinstance(result, types.InputRequiredResult) and self.plan.steps:
+            # Registration refuses the annotated form; this is a body that returns one
+            # without declaring it: an authoring bug, so a crash, as the SDK has it.
+            raise RuntimeError(
+                f"{self.plan.name} returned an InputRequiredResult but its parameters use "
+                f"resolvers; {_TWO_FLOWS}"
+            )
+        return result
+
+
+def _as_mcp_error(exc: InvalidSignature) -> McpInvalidSignature:
+    """*exc* as an error the SDK's ``except InvalidSignature`` catches too."""
+    error = McpInvalidSignature(str(exc), path=exc.path, offending=exc.offending)
+    if hasattr(exc, "__notes__"):
+        error.__notes__ = list(exc.__notes__)
+    return error
 
 
 def _refusal(ctx: Context[Any, Any], text: str) -> Exception:
@@ -301,7 +349,7 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     try:
         return typing.get_type_hints(fn, include_extras=True)
     except Exception as exc:  # the core reported this already when compiling
-        raise InvalidSignature(f"cannot read the annotations of {fn!r}: {exc}") from exc
+        raise McpInvalidSignature(f"cannot read the annotations of {fn!r}: {exc}") from exc
 
 
 def _context_name(plan: Plan) -> str:
@@ -313,7 +361,7 @@ def _context_name(plan: Plan) -> str:
     for name in _CONTEXT_NAMES:
         if name not in taken:
             return name
-    raise InvalidSignature(f"{plan.name}: no free parameter name for the MCP Context")
+    raise McpInvalidSignature(f"{plan.name}: no free parameter name for the MCP Context")
 
 
 async def _ask_over_back_channel(ctx: Context[Any, Any], step: Step, question: Any) -> Outcome:
