@@ -55,7 +55,7 @@ def accept(text: str) -> dict[str, Any]:
 
 
 def key(fn: Any) -> str:
-    return f"{fn.__module__}.{fn.__qualname__}"
+    return f"{fn.__module__}:{fn.__qualname__}"
 
 
 async def round_(

@@ -93,7 +93,7 @@ async def test_garbage_never_escapes(state: Any, answers: dict[str, Any]) -> Non
 
 
 def _key(tool: Any, name: str) -> str:
-    return f"{tool.__module__}.make_tool.<locals>.{name}"
+    return f"{tool.__module__}:make_tool.<locals>.{name}"
 
 
 async def test_answers_only_count_for_the_question_asked() -> None:

@@ -7,6 +7,7 @@ parameter, the path from the compiled function, and a fix.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import types
 import typing
@@ -24,7 +25,6 @@ from ._signature import (
     FunctionInfo,
     Kind,
     Param,
-    describe_fn,
     entered_class,
     enters_unknown,
     type_name,
@@ -477,7 +477,7 @@ class _Compiler:
             )
             if taint:
                 taints[key] = taint
-            base = describe_fn(node.provider.fn)
+            base = _wire_base(node.provider.fn)
             count = wire_seen.get(base, 0)
             wire_seen[base] = count + 1
             provider = node.provider
@@ -533,3 +533,15 @@ def build_graph(
 def _is_cm_class(cls: type) -> bool:
     """A class whose instances are context managers: the value is what it enters."""
     return hasattr(cls, "__enter__") or hasattr(cls, "__aenter__")
+
+
+def _wire_base(fn: Any) -> str:
+    """A resolver's question key on the wire: ``module:qualname``, as the MCP SDK spells it.
+
+    Stable across processes (a later round may run on another worker); resolvers that
+    share it are numbered by the caller (``base``, ``base#1``, ...).
+    """
+    target = fn.func if isinstance(fn, functools.partial) else fn
+    qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
+    module = getattr(target, "__module__", None) or type(target).__module__
+    return f"{module}:{qualname}"
