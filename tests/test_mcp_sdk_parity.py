@@ -8,10 +8,12 @@ from typing import Annotated, Any
 
 import mcp_types as types
 import pytest
-from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve, Sample
 from mcp.server.mcpserver.exceptions import InvalidSignature as SdkInvalidSignature
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
 
-from mcp_helpers import MODES, Name, client, text
+from mcp_helpers import MODES, Name, answering, client, text
 from resolvent import Container, InvalidSignature
 from resolvent.mcp import inject
 from snapshot import assert_snapshot
@@ -90,3 +92,158 @@ async def test_a_body_returning_its_own_input_required_with_resolvers_fails_the_
         result = await session.call_tool("sneaky", {})
     assert result.is_error
     assert text(result) == "Error executing tool sneaky"
+
+
+# --- What the client sees: the same text from the SDK and from inject -----------------
+#
+# Each scenario registers one tool twice, on a plain SDK server and under inject, drives
+# both with the same client, and compares what the client is shown.
+
+
+class Login(BaseModel):
+    username: str
+
+
+async def ask_login(ctx: Context) -> Elicit[Login]:
+    return Elicit("Who are you?", Login)
+
+
+async def whoami(login: Annotated[Login, Resolve(ask_login)]) -> str:
+    return login.username
+
+
+def twin_servers(tool: Any) -> tuple[MCPServer, MCPServer]:
+    """*tool* on the SDK's own resolvers and under inject: the reference and ours."""
+    sdk = MCPServer("twins")
+    sdk.tool()(tool)
+    container = Container()
+    ours = MCPServer("twins", lifespan=container.lifespan)
+    ours.tool()(inject(container)(tool))
+    return sdk, ours
+
+
+async def shown(server: MCPServer, mode: str, callback: Any) -> str:
+    async with client(server, mode, elicitation_callback=callback) as session:
+        result = await session.call_tool(whoami.__name__, {})
+    assert result.is_error
+    return text(result)
+
+
+REFUSALS = {
+    "declined": answering("decline"),
+    "cancelled": answering("cancel"),
+    "accepted-without-content": answering("accept"),
+    "content-off-the-schema": answering("accept", {"nickname": "ada"}),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", REFUSALS)
+async def test_a_refused_or_unfit_answer_reads_as_the_sdk_words_it(mode: str, case: str) -> None:
+    sdk, ours = twin_servers(whoami)
+    expected = await shown(sdk, mode, REFUSALS[case])
+    got = await shown(ours, mode, REFUSALS[case])
+    assert got == expected
+    assert "ada" not in got  # the client's content is never echoed back
+    assert_snapshot(f"mcp_sdk_wording_{case}_{'rounds' if '2026' in mode else 'legacy'}", got)
+
+
+async def answer_manually(
+    server: MCPServer, answer: Any, tool: str = "whoami", resolver: Any = ask_login
+) -> str:
+    """One round driven by hand on 2026-07-28: the question, then *answer* to it."""
+    async with client(server, "2026-07-28", **CAPABLE) as session:
+        first = await session.session.call_tool(tool, {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.input_requests is not None
+        (key,) = first.input_requests
+        assert key == f"{resolver.__module__}:{resolver.__qualname__}"
+        final = await session.session.call_tool(
+            tool,
+            {},
+            input_responses={key: answer},
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+    assert isinstance(final, types.CallToolResult)
+    if not final.is_error:
+        return "ok: " + text(final)
+    return text(final)
+
+
+async def never(context: Any, params: Any) -> Any:
+    raise AssertionError("answered by hand")  # pragma: no cover - declares the capability
+
+
+CAPABLE: dict[str, Any] = {"elicitation_callback": never, "sampling_callback": never}
+
+WRONG_ANSWERS = {
+    "sampling-result": types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text="x"), model="m"
+    ),
+    "roots-result": types.ListRootsResult(roots=[]),
+    "accepted": types.ElicitResult(action="accept", content={"username": "ada"}),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("case", WRONG_ANSWERS)
+async def test_an_answer_of_another_kind_reads_as_the_sdk_words_it(case: str) -> None:
+    """A client answering an elicitation with some other result, keyed the SDK's way."""
+    sdk, ours = twin_servers(whoami)
+    expected = await answer_manually(sdk, WRONG_ANSWERS[case])
+    got = await answer_manually(ours, WRONG_ANSWERS[case])
+    assert got == expected
+    if case == "accepted":
+        assert got == "ok: ada"
+    else:
+        assert_snapshot(f"mcp_sdk_wording_wrong_kind_{case}", got)
+
+
+async def ask_capital(ctx: Context) -> Sample:
+    return Sample(
+        messages=[
+            types.SamplingMessage(
+                role="user", content=types.TextContent(type="text", text="Capital of France?")
+            )
+        ],
+        max_tokens=8,
+    )
+
+
+async def capital(answer: Annotated[types.CreateMessageResult, Resolve(ask_capital)]) -> str:
+    content = answer.content
+    assert isinstance(content, types.TextContent)
+    return content.text
+
+
+@pytest.mark.anyio
+async def test_an_elicitation_answer_to_a_sampling_question_reads_as_the_sdk_words_it() -> None:
+    sdk, ours = twin_servers(capital)
+    wrong = types.ElicitResult(action="accept", content={"city": "Paris"})
+    expected = await answer_manually(sdk, wrong, "capital", ask_capital)
+    got = await answer_manually(ours, wrong, "capital", ask_capital)
+    assert got == expected
+    assert "Paris" not in got
+    assert_snapshot("mcp_sdk_wording_wrong_kind_sampling", got)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("tool", [whoami, capital], ids=["elicit", "sample"])
+async def test_a_client_without_the_capability_gets_the_sdks_protocol_error(
+    mode: str, tool: Any
+) -> None:
+    """-32021 names the resolver by its wire key and lists what the client must declare."""
+    errors: list[MCPError] = []
+    for server in twin_servers(tool):
+        async with client(server, mode) as session:
+            with pytest.raises(MCPError) as caught:
+                await session.call_tool(tool.__name__, {})
+        errors.append(caught.value)
+    expected, got = errors
+    assert got.error.code == expected.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert got.error.message == expected.error.message
+    assert got.error.data == expected.error.data
+    assert_snapshot(f"mcp_sdk_wording_capability_{tool.__name__}", got.error.message)

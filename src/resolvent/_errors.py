@@ -97,7 +97,22 @@ class InvalidAnswer(ResolventError):
     """An answer to a question did not fit the question's schema or kind.
 
     The message names the resolver and never repeats the answer's content.
+
+    Attributes:
+        resolver: the wire key of the resolver whose question was answered, once known
+            (None while the error has not yet left the question's parser).
+        detail: what was wrong with the answer, without the resolver's name.
     """
+
+    def __init__(self, message: str, *, resolver: str | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.resolver = resolver
+        self.detail = message if detail is None else detail
+
+    @classmethod
+    def at(cls, step_name: str, wire_key: str, exc: InvalidAnswer) -> InvalidAnswer:
+        """*exc* raised by a question's parser, placed at the resolver that asked it."""
+        return cls(f"{step_name}: {exc}", resolver=wire_key, detail=exc.detail)
 
 
 class InputRequired(ResolventError):

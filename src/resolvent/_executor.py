@@ -76,7 +76,7 @@ async def ask(call: CallLike | None, step: Step, question: Any) -> Answered:
             try:
                 return Answered(await kind.ask(call.asker, question))
             except InvalidAnswer as exc:
-                raise InvalidAnswer(f"{step.name}: {exc}") from None
+                raise InvalidAnswer.at(step.name, step.wire_key, exc) from None
     raise ResolventError(
         f"{step.name} asked a question ({question!r}) but this call has nobody to ask.\n"
         "  fix: open the call with an asker, `container.call(asker=...)`, or use rounds=True"
@@ -139,7 +139,7 @@ class Rounds:
             try:
                 outcome = kind.parse(question, raw)
             except InvalidAnswer as exc:
-                raise InvalidAnswer(f"{step.name}: {exc}") from None
+                raise InvalidAnswer.at(step.name, step.wire_key, exc) from None
             self.persist[key] = {"q": digest, "r": raw}
             return outcome
         self.pending[key] = question

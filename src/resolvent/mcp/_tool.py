@@ -29,6 +29,7 @@ import mcp_types as types
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import InvalidSignature as SdkInvalidSignature
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.resolve import Resolve as SdkResolve
 from mcp.server.mcpserver.resolve import returns_input_required
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
@@ -42,7 +43,15 @@ from .._questions import Outcome
 from .._scopes import Scope
 from ._guard import INJECTED
 from ._sessions import SessionTable, close_entries, connection_of
-from ._wire import parse_result, render, require_capability, result_type
+from ._wire import (
+    MALFORMED,
+    NO_CONTENT,
+    SCHEMA_MISMATCH,
+    parse_result,
+    render,
+    require_capability,
+    result_type,
+)
 
 __all__ = ("inject",)
 
@@ -169,6 +178,8 @@ class _Tool:
                 "InputRequiredResult yourself from a tool without resolvers"
             )
         self.plan = plan
+        # Written for the SDK's resolvers: the client sees the SDK's words for its errors.
+        self.sdk_wording = _uses_sdk_markers(fn)
         self._flags(plan)
         self.ctx_name = _context_name(plan)
         self.ctx_declared = self.ctx_name in {i.name for i in plan.inputs}
@@ -259,7 +270,17 @@ class _Tool:
                 call = container.call(values=values, rounds=rounds, answers=answers, state=state)
                 return await self._run_call(call, ctx, plan, kwargs, modern)
             return await self._run_in_session(ctx, plan, kwargs, modern, answers, state)
-        except (NotAccepted, InvalidAnswer) as exc:
+        except NotAccepted as exc:
+            if self.sdk_wording:
+                text = (
+                    f"Resolver for parameter {exc.parameter!r} could not resolve: "
+                    f"elicitation was {exc.action}"
+                )
+                raise _refusal(ctx, text) from None
+            raise _refusal(ctx, str(exc)) from None
+        except InvalidAnswer as exc:
+            if self.sdk_wording and exc.resolver is not None:
+                raise _refusal(ctx, _sdk_answer_text(exc, exc.resolver, modern)) from None
             raise _refusal(ctx, str(exc)) from None
 
     async def _run_in_session(
@@ -335,6 +356,26 @@ def _as_mcp_error(exc: InvalidSignature) -> McpInvalidSignature:
     return error
 
 
+def _uses_sdk_markers(fn: Callable[..., Any]) -> bool:
+    """True when a parameter of *fn* carries the SDK's own ``Resolve`` marker."""
+    for hint in _hints(fn).values():
+        annotated = typing.get_origin(hint) is typing.Annotated
+        if annotated and any(isinstance(meta, SdkResolve) for meta in hint.__metadata__):
+            return True
+    return False
+
+
+def _sdk_answer_text(exc: InvalidAnswer, resolver: str, modern: bool) -> str:
+    """A bad answer worded as the SDK's resolvers word it, naming the resolver's key."""
+    detail = exc.detail
+    if modern and detail.startswith("received "):
+        return f"Resolver {resolver!r} {detail}"
+    if not modern and detail in (NO_CONTENT, SCHEMA_MISMATCH):
+        # The SDK's standalone request reports the SDK's own ValueError text here.
+        detail = detail[0].upper() + detail[1:]
+    return f"Resolver {resolver!r}: {detail}"
+
+
 def _refusal(ctx: Context[Any, Any], text: str) -> Exception:
     """The error whose *text* the SDK shows the client for this kind of request."""
     method = ctx.request_context.method
@@ -376,12 +417,16 @@ async def _ask_over_back_channel(ctx: Context[Any, Any], step: Step, question: A
             metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
         )
     except ValidationError:
-        raise InvalidAnswer(f"{step.name}: the client sent a malformed answer") from None
+        raise InvalidAnswer(
+            f"{step.name}: the client sent a malformed answer",
+            resolver=step.wire_key,
+            detail=MALFORMED,
+        ) from None
     raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     try:
         return parse_result(question, raw)
     except InvalidAnswer as exc:
-        raise InvalidAnswer(f"{step.name}: {exc}") from None
+        raise InvalidAnswer.at(step.name, step.wire_key, exc) from None
 
 
 def _input_required(ctx: Context[Any, Any], pending: InputRequired) -> types.InputRequiredResult:

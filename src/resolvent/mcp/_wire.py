@@ -105,14 +105,46 @@ def parse_result(question: Any, raw: Any) -> Outcome:
         InvalidAnswer: the answer is of the wrong kind or does not fit the schema; the
             message never repeats the answer's content.
     """
-    if isinstance(question, Elicit | SdkElicit):
+    if isinstance(question, SdkElicit):
+        return _parse_sdk_elicit(_form(question)[1], raw)
+    if isinstance(question, Elicit):
         return parse_elicit_answer(_form(question)[1], raw, "the question")
     if not isinstance(raw, Mapping):
-        raise InvalidAnswer("the question received an answer of the wrong kind")
+        raise InvalidAnswer(WRONG_KIND)
     try:
         return accepted(result_type(question).model_validate(raw))
     except ValidationError:
-        raise InvalidAnswer("the question received an answer of the wrong kind") from None
+        raise InvalidAnswer(WRONG_KIND) from None
+
+
+# The SDK's own words for a bad answer; the adapter puts "Resolver '<wire key>'" before them.
+WRONG_KIND = "received a response of the wrong kind"
+NOT_ELICITATION = "received a non-elicitation response"
+NO_CONTENT = "received an accepted elicitation with no content"
+SCHEMA_MISMATCH = (
+    "received an accepted elicitation whose content does not match the requested schema"
+)
+MALFORMED = "received an invalid elicitation response"
+
+
+def _parse_sdk_elicit(schema: type[BaseModel], raw: Any) -> Outcome:
+    """An answer to the SDK's ``Elicit``, judged (and worded) as the SDK's resolvers do."""
+    empty: Mapping[str, Any] = {}
+    answer = cast("Mapping[str, Any]", raw) if isinstance(raw, Mapping) else empty
+    action = answer.get("action")
+    if action == "decline":
+        return Declined()
+    if action == "cancel":
+        return Cancelled()
+    if action != "accept":
+        raise InvalidAnswer(NOT_ELICITATION)
+    content = answer.get("content")
+    if content is None:
+        raise InvalidAnswer(NO_CONTENT)
+    try:
+        return accepted(schema.model_validate(content))
+    except ValidationError:  # pydantic's text would repeat the content: never shown
+        raise InvalidAnswer(SCHEMA_MISMATCH) from None
 
 
 async def _ask_sdk_elicit(asker: Asker, question: SdkElicit[Any]) -> Outcome:
