@@ -166,8 +166,11 @@ class LiveScope:
                 raise RuntimeError(
                     f"the {self.scope.name} scope is closed; {step.name} cannot start"
                 )
-            start = self.starting[key] = _Start()
-            _spawn(lambda: self._home(step, key, make, start))
+            start = self.starting[key] = _Start(step.name)
+            chain = (*_creating.get(), start)
+            _spawn(lambda: self._home(step, key, make, start, chain))
+        elif start in _creating.get():  # a run made while it starts needs it again
+            raise _reentrant(_creating.get(), start, self.scope)
         start.waiters += 1
         try:
             await start.done.wait()
@@ -183,9 +186,19 @@ class LiveScope:
         return start.value
 
     async def _home(
-        self, step: Step, key: Hashable, make: Callable[[], Any], start: _Start
+        self,
+        step: Step,
+        key: Hashable,
+        make: Callable[[], Any],
+        start: _Start,
+        chain: tuple[_Start, ...],
     ) -> None:
-        """The home task of one value: create it; for an async resource, hold and close it."""
+        """The home task of one value: create it; for an async resource, hold and close it.
+
+        *chain* is the values being created in the first caller's logical chain, this one
+        last: what runs here (and the home tasks and worker threads it starts) sees it.
+        """
+        _creating.set(chain)
         try:
             if step.kind in _HELD:
                 obj = make()
@@ -255,9 +268,10 @@ class LiveScope:
 class _Start:
     """A shared value under creation in its home task: what its waiters wait for."""
 
-    __slots__ = ("abort", "done", "error", "reported", "value", "waiters")
+    __slots__ = ("abort", "done", "error", "name", "reported", "value", "waiters")
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self.abort = anyio.CancelScope()
         self.done = anyio.Event()
         self.waiters = 0
@@ -276,6 +290,26 @@ class _Start:
             scope,
             exc_info=self.error,
         )
+
+
+_creating: contextvars.ContextVar[tuple[_Start, ...]] = contextvars.ContextVar(
+    "resolvent_creating", default=()
+)
+"""The shared values whose creation this logical chain of calls is part of, outermost first."""
+
+
+def _reentrant(chain: tuple[_Start, ...], start: _Start, scope: Scope) -> ResolventError:
+    """The error for a run, made while *start* is being created, that needs it again."""
+    names = [s.name for s in chain[chain.index(start) :]]
+    value, runner = start.name, names[-1]
+    return ResolventError(
+        f"re-entrant run forms a cycle: {' -> '.join([*names, value])}.\n"
+        f"  {value} ({scope!r}) is still being created, and a container.run or session.run "
+        f"made by {runner} while it is created needs {value}: it would wait for itself forever.\n"
+        f"  fix: do not run, from inside {runner}, a function that needs {value}; declare what "
+        f"{runner} needs as Resolve(...) parameters (a real cycle is then reported at compile "
+        f"time), or make that run later, from a consumer of {value}"
+    )
 
 
 _home_tasks: set[asyncio.Task[None]] = set()
