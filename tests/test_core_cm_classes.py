@@ -9,6 +9,7 @@ when first needed and exited when its scope ends, whether the factory is a ``def
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any, Generic, Self, TypeVar
 
@@ -549,3 +550,15 @@ async def test_an_async_factory_opens_sqlite_on_the_event_loop_thread(
     assert await run(container, add, mode) == 2  # the first call's insert was committed
     for conn in opened:  # sqlite's `with` commits; closing stays the owner's job
         conn.close()
+
+
+def test_a_thread_semaphore_wanted_as_itself_is_refused_too() -> None:
+    """Its ``__enter__`` is ``acquire()``: entering gives True, not the semaphore."""
+
+    def slots() -> threading.Semaphore:
+        return threading.Semaphore(4)
+
+    def consumer(sem: Annotated[threading.Semaphore, Resolve(slots)]) -> None: ...
+
+    with pytest.raises(InvalidSignature, match="injects what __enter__ gives, bool"):
+        Container().compile(consumer)

@@ -282,6 +282,8 @@ _KNOWN_ENTERS: dict[Any, Any] = {
     asyncio.Lock.__aenter__: type(None),  # and Semaphore, BoundedSemaphore, Condition
     threading.Semaphore.__enter__: bool,  # acquire()
     threading.Condition.__enter__: bool,
+    type(threading.Lock()).__enter__: bool,  # a class of its own from Python 3.13
+    type(threading.RLock()).__enter__: bool,
 }
 
 
