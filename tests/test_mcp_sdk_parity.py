@@ -8,7 +8,14 @@ from typing import Annotated, Any
 
 import mcp_types as types
 import pytest
-from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve, Sample
+from mcp.server.mcpserver import (
+    Context,
+    Elicit,
+    MCPServer,
+    RequestStateSecurity,
+    Resolve,
+    Sample,
+)
 from mcp.server.mcpserver.exceptions import InvalidSignature as SdkInvalidSignature
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
@@ -247,3 +254,140 @@ async def test_a_client_without_the_capability_gets_the_sdks_protocol_error(
     assert got.error.message == expected.error.message
     assert got.error.data == expected.error.data
     assert_snapshot(f"mcp_sdk_wording_capability_{tool.__name__}", got.error.message)
+
+
+# --- Registration: the SDK's verdict first, resolvent's path and fix after it ----------
+
+
+async def first_leg(leg: "Annotated[str, Resolve(second_leg)]") -> str:
+    return leg  # pragma: no cover - refused before any call
+
+
+async def second_leg(leg: Annotated[str, Resolve(first_leg)]) -> str:
+    return leg  # pragma: no cover
+
+
+async def round_trip(leg: Annotated[str, Resolve(first_leg)]) -> str:
+    return leg  # pragma: no cover
+
+
+async def needs_a_mystery(mystery: int) -> Login:
+    return Login(username=str(mystery))  # pragma: no cover
+
+
+async def mystery_login(login: Annotated[Login, Resolve(needs_a_mystery)]) -> str:
+    return login.username  # pragma: no cover
+
+
+class LoginFromRegistry:
+    """A callable object as a resolver: the SDK names it by its type."""
+
+    async def __call__(self, mystery: int) -> Login:
+        return Login(username=str(mystery))  # pragma: no cover
+
+
+async def registry_login(login: Annotated[Login, Resolve(LoginFromRegistry())]) -> str:
+    return login.username  # pragma: no cover
+
+
+async def login_or_confirm(ctx: Context) -> Elicit[Login] | Elicit[Name]:
+    return Elicit("Who are you?", Login)  # pragma: no cover
+
+
+async def two_questions(login: Annotated[Login, Resolve(login_or_confirm)]) -> str:
+    return login.username  # pragma: no cover
+
+
+async def optional_login(login: Annotated[Login, Resolve(ask_login)] | None = None) -> str:
+    return login.username if login else ""  # pragma: no cover
+
+
+MISTAKES = {
+    "cycle": round_trip,
+    "unresolvable-parameter": mystery_login,
+    "callable-object": registry_login,
+    "two-question-arms": two_questions,
+    "marker-in-a-union": optional_login,
+}
+
+
+@pytest.mark.parametrize("case", MISTAKES)
+def test_a_mistake_in_an_sdk_marker_tool_leads_with_the_sdks_own_verdict(case: str) -> None:
+    """Code matching the SDK's registration error keeps matching; resolvent's details follow."""
+    tool = MISTAKES[case]
+    with pytest.raises(SdkInvalidSignature) as reference:
+        MCPServer("plain").tool()(tool)
+    container = Container()
+    server = MCPServer("injected", lifespan=container.lifespan)
+    with pytest.raises(SdkInvalidSignature) as caught:
+        server.tool()(inject(container)(tool))
+    error = caught.value
+    assert isinstance(error, InvalidSignature)
+    headline, details = str(error).split("\n", 1)
+    assert headline == str(reference.value)
+    assert f"{__name__}." in details  # resolvent still says where, and how to fix it
+    if case != "marker-in-a-union":  # that one shows the marker object, address and all
+        assert_snapshot(f"mcp_sdk_registration_{case}", str(error))
+
+
+def test_a_resolvent_marker_tool_keeps_resolvents_own_words() -> None:
+    from resolvent import Resolve as OurResolve
+
+    async def needs_a_number(mystery: int) -> Login:
+        return Login(username=str(mystery))  # pragma: no cover
+
+    async def ours(login: Annotated[Login, OurResolve(needs_a_number)]) -> str:
+        return login.username  # pragma: no cover
+
+    with pytest.raises(SdkInvalidSignature) as caught:
+        MCPServer("injected").tool()(inject(Container())(ours))
+    assert str(caught.value).startswith("cannot resolve parameter 'mystery'")
+
+
+KEYS = [b"0123456789abcdef0123456789abcdef"]  # both servers seal with one key, as on deploy
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("direction", ["sdk-then-inject", "inject-then-sdk"])
+async def test_a_round_begun_by_the_other_runtime_asks_again_instead_of_failing(
+    direction: str,
+) -> None:
+    """Mid-deploy, a call's next round may reach the other runtime: it re-asks, no error."""
+    sdk = MCPServer("deploy", request_state_security=RequestStateSecurity(keys=KEYS))
+    sdk.tool()(whoami)
+    container = Container()
+    ours = MCPServer(
+        "deploy",
+        lifespan=container.lifespan,
+        request_state_security=RequestStateSecurity(keys=KEYS),
+    )
+    ours.tool()(inject(container)(whoami))
+    before, after = (sdk, ours) if direction == "sdk-then-inject" else (ours, sdk)
+    async with (
+        client(before, "2026-07-28", **CAPABLE) as old,
+        client(after, "2026-07-28", **CAPABLE) as new,
+    ):
+        first = await old.session.call_tool("whoami", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.input_requests is not None
+        (key,) = first.input_requests
+        accepted = types.ElicitResult(action="accept", content={"username": "ada"})
+        second = await new.session.call_tool(
+            "whoami",
+            {},
+            input_responses={key: accepted},
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(second, types.InputRequiredResult)
+        assert second.input_requests is not None
+        assert list(second.input_requests) == [key]  # the same question, asked again
+        final = await new.session.call_tool(
+            "whoami",
+            {},
+            input_responses={key: accepted},
+            request_state=second.request_state,
+            allow_input_required=True,
+        )
+    assert isinstance(final, types.CallToolResult)
+    assert text(final) == "ada"

@@ -30,7 +30,11 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import InvalidSignature as SdkInvalidSignature
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resolve import Resolve as SdkResolve
-from mcp.server.mcpserver.resolve import returns_input_required
+from mcp.server.mcpserver.resolve import (
+    build_resolver_plans,
+    find_resolved_parameters,
+    returns_input_required,
+)
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import is_version_at_least
@@ -169,7 +173,7 @@ class _Tool:
         except McpInvalidSignature:
             raise
         except InvalidSignature as exc:
-            raise _as_mcp_error(exc) from exc.__cause__
+            raise _as_mcp_error(exc, fn) from exc.__cause__
         if plan.steps and returns_input_required(fn):
             raise McpInvalidSignature(
                 f"Tool {getattr(fn, '__name__', plan.name)!r} ({plan.name}) combines "
@@ -348,21 +352,47 @@ class _Tool:
         return result
 
 
-def _as_mcp_error(exc: InvalidSignature) -> McpInvalidSignature:
-    """*exc* as an error the SDK's ``except InvalidSignature`` catches too."""
-    error = McpInvalidSignature(str(exc), path=exc.path, offending=exc.offending)
+def _as_mcp_error(exc: InvalidSignature, fn: Callable[..., Any]) -> McpInvalidSignature:
+    """*exc* as an error the SDK's ``except InvalidSignature`` catches too.
+
+    For a tool written against the SDK's markers, the SDK's own verdict on *fn* heads the
+    message (so code and tests matching the SDK's wording keep working) and resolvent's
+    path and fix follow it.
+    """
+    message = str(exc)
+    headline = _sdk_verdict(fn) if _uses_sdk_markers(fn) else None
+    if headline is not None:
+        message = f"{headline}\n  {message}"
+    error = McpInvalidSignature(message, path=exc.path, offending=exc.offending)
     if hasattr(exc, "__notes__"):
         error.__notes__ = list(exc.__notes__)
     return error
 
 
+def _sdk_verdict(fn: Callable[..., Any]) -> str | None:
+    """What the SDK's own registration says is wrong with *fn*'s resolvers, if anything."""
+    try:
+        resolved = find_resolved_parameters(fn)
+        arguments = set(inspect.signature(fn).parameters) - set(resolved)
+        build_resolver_plans(resolved, arguments)
+    except SdkInvalidSignature as exc:
+        return str(exc)
+    except Exception:  # what the SDK cannot even read, resolvent has already explained
+        return None
+    return None
+
+
 def _uses_sdk_markers(fn: Callable[..., Any]) -> bool:
-    """True when a parameter of *fn* carries the SDK's own ``Resolve`` marker."""
-    for hint in _hints(fn).values():
-        annotated = typing.get_origin(hint) is typing.Annotated
-        if annotated and any(isinstance(meta, SdkResolve) for meta in hint.__metadata__):
+    """True when a parameter of *fn* carries the SDK's own ``Resolve`` marker (anywhere)."""
+    return any(_has_sdk_marker(hint) for hint in _hints(fn).values())
+
+
+def _has_sdk_marker(hint: Any) -> bool:
+    if typing.get_origin(hint) is typing.Annotated:
+        if any(isinstance(meta, SdkResolve) for meta in hint.__metadata__):
             return True
-    return False
+        hint = hint.__origin__
+    return any(_has_sdk_marker(arg) for arg in typing.get_args(hint))
 
 
 def _sdk_answer_text(exc: InvalidAnswer, resolver: str, modern: bool) -> str:
