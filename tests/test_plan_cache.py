@@ -121,3 +121,34 @@ async def test_an_unannotated_resolver_that_asks_in_run_says_who_to_ask() -> Non
 
     with pytest.raises(ResolventError, match="nobody to ask"):
         await container.run(handler)
+
+
+@pytest.mark.parametrize("options", MODES)
+async def test_call_resolve_shares_the_plan_of_a_per_request_method(
+    options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A framework adapter that resolves a class-based view's method itself, then calls it.
+    import resolvent._container as module
+
+    compiled: list[str] = []
+    original = module.build_graph
+
+    def counting(fn: Any, *args: Any) -> Any:
+        compiled.append(getattr(fn, "__qualname__", repr(fn)))
+        return original(fn, *args)
+
+    monkeypatch.setattr(module, "build_graph", counting)
+    container = Container(**options)
+    async with container:
+        for i in range(1_000):
+            view = RequestHandler(f"t{i}").handle
+            partial = functools.partial(greet, f"hi {i}")
+            async with container.call() as call:
+                injected = await call.resolve(view, {"user_id": "u"})
+                assert injected == {"name": "user u"}  # only what was injected
+                assert await view(user_id="u", **injected) == f"t{i}: user u"
+            async with container.call() as call:
+                injected = await call.resolve(partial, {"user_id": "v"})
+                assert await partial(user_id="v", **injected) == f"hi {i}, user v"
+    assert compiled == ["RequestHandler.handle", "greet"]  # once per function, not per object
+    assert len(container._plans) == 2  # pyright: ignore[reportPrivateUsage]

@@ -50,6 +50,7 @@ __all__ = ("Call", "Container", "Session")
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
+KW = TypeVar("KW", bound=Mapping[str, Any])
 EMPTY: Mapping[Any, Any] = MappingProxyType({})
 _MAX_PLANS = 10_000
 _MAX_OVERRIDE_PLANS = 1_000
@@ -268,8 +269,8 @@ class Container:
         return plan
 
     def _for_run(
-        self, fn: Callable[..., Any], kwargs: dict[str, Any]
-    ) -> tuple[Callable[..., Any], Plan, dict[str, Any]]:
+        self, fn: Callable[..., Any], kwargs: KW
+    ) -> tuple[Callable[..., Any], Plan, KW | dict[str, Any]]:
         """The callable, plan and arguments that run *fn*.
 
         A bound method or a `functools.partial` shares the plan of its function: `self`
@@ -894,9 +895,9 @@ class Call:
             f"`async with {opener} as call: await call.{method}({short}, ...)`"
         )
 
-    def _prepare(self, target: Plan | Callable[..., Any]) -> Plan:
+    def _prepare(self, target: Plan) -> Plan:
         container = self._container
-        plan = container._current(target) if isinstance(target, Plan) else container.compile(target)
+        plan = container._current(target)
         container._check_scopes(plan, self._session)
         return plan
 
@@ -905,6 +906,10 @@ class Call:
     ) -> dict[str, Any]:
         """Resolve the plan's injected parameters (name -> value) in this call scope.
 
+        *plan* is a `Plan` or the function itself; a bound method or `functools.partial`
+        shares its function's plan (``self`` and the partial's arguments are bound per
+        call), so a per-request object does not compile again.
+
         Raises:
             InputRequired: in multi-round mode, when questions still need answers.
             NotAccepted: an unwrapped consumer's question was declined or cancelled.
@@ -912,8 +917,13 @@ class Call:
         """
         if self._state is not _OPEN:
             raise self._misuse("resolve", plan)
-        plan = self._prepare(plan)
         args = EMPTY if args is None else args
+        if isinstance(plan, Plan):
+            plan = self._prepare(plan)
+        else:  # a bound method or partial shares its function's plan, as in `run`
+            _, plan, bound = self._container._for_run(plan, args)
+            self._container._check_scopes(plan, self._session)
+            args = bound
         timeout = self._container.call_timeout
         if timeout is None:
             return await self._resolve(plan, args)
