@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import re
 import types
 import typing
 from collections.abc import Callable, Hashable
@@ -29,7 +30,7 @@ from ._signature import (
     enters_unknown,
     type_name,
 )
-from ._typecheck import may_hold
+from ._typecheck import accepted_data, may_hold
 
 __all__ = ("NO_OVERRIDES", "Graph", "Overrides", "build_graph")
 
@@ -270,12 +271,14 @@ class _Compiler:
             child.replaced  # a fake stands in: its types are the test's business
             or param.marker is None
             or param.marker.fn is None  # found by type: compatible by construction
-            or param.outcome is not None
-            or info.may_ask  # questions: the elicitation rules decide
             or (isinstance(info.fn, type) and info.kind is Kind.SYNC and _is_cm_class(info.fn))
             or enters_unknown(info)
-            or may_hold(param.bare, info.provides)
         ):
+            return
+        if param.outcome is not None or info.may_ask:
+            self._check_answer(consumer, param, info)
+            return
+        if may_hold(param.bare, info.provides):
             return
         wanted, provided = type_name(param.bare), type_name(info.provides)
         produces = "yields" if info.kind.is_resource else "returns"
@@ -289,6 +292,50 @@ class _Compiler:
             f"  path: {self.path(consumer, param.name)}\n"
             f"  fix: annotate it `{param.name}: Annotated[{provided}, Resolve({short})]`, "
             f"or make {info.name} {produces[:-1]} {wanted}"
+        )
+
+    def _check_answer(self, consumer: Hashable | None, param: Param, info: FunctionInfo) -> None:
+        """Refuse a consumer whose T cannot hold what a resolver that may ask gives: the
+        answer's schema (``S`` in ``Elicit[S]``) and the value it returns when it does
+        not ask. An outcome consumer (``ElicitationResult[T]``, ``Accepted[T]``) is
+        judged by its ``T``."""
+        wanted = param.bare if param.outcome is None else accepted_data(param.bare)
+        answer = info.asks if info.may_ask else NO_DEFAULT
+        # With an unknown answer (``Sample | dict``: the core cannot tell what a Sample is
+        # answered with) the other arm alone decides nothing, as the SDK accepts it.
+        plain = (
+            NO_DEFAULT if info.may_ask and answer in (NO_DEFAULT, info.provides) else info.provides
+        )
+        arms = [t for t in (plain, answer) if t is not NO_DEFAULT]
+        # One related arm is enough, as for a resolver declaring a union.
+        if not arms or may_hold(wanted, typing.Union[tuple(arms)]):  # noqa: UP007
+            return
+        want, short = type_name(wanted), getattr(info.fn, "__name__", None) or info.name
+        gives: list[str] = []
+        if plain is not NO_DEFAULT:
+            gives.append(
+                f"returns {type_name(plain)}" + (" when it does not ask" if arms[1:] else "")
+            )
+        if answer is not NO_DEFAULT:
+            gives.append(f"asks a question whose accepted answer is a {type_name(answer)}")
+        given = " | ".join(type_name(t) for t in arms)
+        if param.outcome is None:
+            expects, annotated = want, given
+        else:  # the consumer's own outcome form, with the data type the resolver gives
+            form = type_name(param.bare)
+            expects = f"{form} (accepted data: {want})"
+            annotated = re.sub(rf"(?<![\w.]){re.escape(want)}(?![\w.])", given, form)
+        if answer is NO_DEFAULT:
+            change = f", or make {short} return {want}"
+        elif isinstance(wanted, type) and hasattr(wanted, "model_validate"):  # a schema
+            change = f", or make {short} ask for a {want}: `Elicit(message, {want})`"
+        else:
+            change = ""
+        raise InvalidSignature(
+            f"parameter {param.name!r} of {self._name(consumer)} expects {expects}, but its "
+            f"resolver {info.name} {' and '.join(gives)}.\n"
+            f"  path: {self.path(consumer, param.name)}\n"
+            f"  fix: annotate it `{param.name}: Annotated[{annotated}, Resolve({short})]`{change}"
         )
 
     def _entered_instead(

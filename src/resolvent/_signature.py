@@ -99,6 +99,9 @@ class FunctionInfo:
     awaits: bool = False
     """Calling it returns an awaitable: an async function, or an async factory of a
     context manager (awaited first, then entered)."""
+    asks: Any = NO_DEFAULT
+    """The answer's type when its return annotation has a question arm that names one
+    (``S`` in ``Elicit[S]``); `NO_DEFAULT` otherwise."""
 
 
 def describe_fn(fn: Any) -> str:
@@ -125,8 +128,10 @@ def type_name(tp: Any) -> str:
     if origin is Annotated:
         metadata = ", ".join(repr(m) for m in tp.__metadata__)
         return f"Annotated[{type_name(tp.__origin__)}, {metadata}]"
-    if isinstance(origin, type) and args and not any(isinstance(a, list) for a in args):
-        return f"{origin.__qualname__}[{', '.join(type_name(arg) for arg in args)}]"
+    alias = getattr(origin, "__value__", None) is not None  # ElicitationResult[T]
+    if (isinstance(origin, type) or alias) and args and not any(isinstance(a, list) for a in args):
+        name = getattr(origin, "__qualname__", None) or origin.__name__
+        return f"{name}[{', '.join(type_name(arg) for arg in args)}]"
     return repr(tp).replace("typing.", "")
 
 
@@ -454,12 +459,13 @@ def _is_question_type(tp: Any) -> bool:
     return isinstance(cls, type) and any(issubclass(cls, q) for q in QUESTION_KINDS)
 
 
-def _may_ask(fn: Any, provides: Any) -> tuple[bool, Any]:
-    """Whether a resolver may return a question, and the type it provides otherwise."""
+def _may_ask(fn: Any, provides: Any) -> tuple[bool, Any, Any]:
+    """Whether a resolver may return a question, the type it provides otherwise, and the
+    type of an accepted answer (`NO_DEFAULT` when not declared)."""
     if provides is NO_DEFAULT or provides is Any or provides is object:
-        return True, provides
+        return True, provides, NO_DEFAULT
     if isinstance(provides, typing.TypeVar):
-        return True, provides
+        return True, provides, NO_DEFAULT
     members = _union_members(provides)
     arms = [m for m in members if _is_question_type(m)]
     if len(arms) > 1:
@@ -469,14 +475,15 @@ def _may_ask(fn: Any, provides: Any) -> tuple[bool, Any]:
             "  a resolver asks at most one question: split it into one resolver per question"
         )
     if not arms:
-        return False, provides
+        return False, provides, NO_DEFAULT
+    question_args = get_args(arms[0])
+    asks = question_args[0] if question_args else NO_DEFAULT
     rest = [m for m in members if not _is_question_type(m)]
     if len(rest) == 1:
-        return True, rest[0]
+        return True, rest[0], asks
     if not rest:
-        elicit_arg = get_args(arms[0])
-        return True, elicit_arg[0] if elicit_arg else NO_DEFAULT
-    return True, typing.Union[tuple(rest)]  # noqa: UP007
+        return True, asks, asks
+    return True, typing.Union[tuple(rest)], asks  # noqa: UP007
 
 
 def _is_marker_class(obj: Any) -> bool:
@@ -663,5 +670,7 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
         family = outcome_family(bare) if marker is not None else None
         params.append(Param(p.name, bare, marker, family, p.default))
     kind, provides, awaits = _kind_and_provides(fn, returns)
-    may_ask, provides = _may_ask(fn, provides) if not kind.is_resource else (False, provides)
-    return FunctionInfo(fn, name, tuple(params), kind, provides, may_ask, varkw, awaits)
+    may_ask, provides, asks = (
+        _may_ask(fn, provides) if not kind.is_resource else (False, provides, NO_DEFAULT)
+    )
+    return FunctionInfo(fn, name, tuple(params), kind, provides, may_ask, varkw, awaits, asks)

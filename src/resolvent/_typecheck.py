@@ -16,7 +16,7 @@ from typing import Annotated, Any, get_args, get_origin
 
 from ._signature import NO_DEFAULT
 
-__all__ = ("classes_of", "may_hold")
+__all__ = ("accepted_data", "classes_of", "may_hold")
 
 # Implicit promotions the type system allows (PEP 484's numeric tower, bytes-likes).
 _PROMOTIONS: dict[type, tuple[type, ...]] = {
@@ -71,3 +71,29 @@ def may_hold(wanted: Any, provided: Any) -> bool:
     if wanted_classes is None or provided_classes is None:
         return True
     return any(_related(p, w) for p in provided_classes for w in wanted_classes)
+
+
+def accepted_data(outcome: Any) -> Any:
+    """The ``T`` an outcome annotation's accepted member carries, or `NO_DEFAULT`.
+
+    Reads ``ElicitationResult[T]`` (a subscripted alias), ``Accepted[T]`` and unions of
+    members, in any family (the SDK's ``AcceptedElicitation[T]`` too); a bare alias or a
+    union without a parametrized member is unknown.
+    """
+    origin = get_origin(outcome)
+    if origin is Annotated:
+        return accepted_data(get_args(outcome)[0])
+    if getattr(origin, "__value__", None) is not None:  # ElicitationResult[T]
+        return next(iter(get_args(outcome)), NO_DEFAULT)
+    members = get_args(outcome) if origin in (typing.Union, types.UnionType) else (outcome,)
+    for member in members:
+        # A parametrized pydantic model keeps its arguments in its generic metadata.
+        metadata = getattr(member, "__pydantic_generic_metadata__", None)
+        args: tuple[Any, ...] = (
+            typing.cast(dict[str, Any], metadata).get("args", ())
+            if isinstance(metadata, dict)
+            else get_args(member)
+        )
+        if args:
+            return args[0]
+    return NO_DEFAULT
