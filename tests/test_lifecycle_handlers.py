@@ -467,3 +467,56 @@ async def test_mcp_client_giving_up_on_a_slow_sync_tool_frees_its_call_at_once(m
             await closed.wait()  # the server did not wait for the thread
         assert not gate.finished.is_set()
         await gate.let_go()
+
+
+# -- through Starlette and FastAPI ---------------------------------------------------------
+
+
+async def test_starlette_and_fastapi_sync_endpoints_run_in_a_thread_unless_inline() -> None:
+    import httpx
+    from fastapi import FastAPI
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from resolvent.starlette import inject as inject_web
+
+    loop_thread = threading.get_ident()
+    container = Container()
+
+    def where() -> str:
+        return "loop" if threading.get_ident() == loop_thread else "thread"
+
+    @inject_web(container)
+    def page(request: Request, env: Annotated[str, Resolve(environment)]) -> PlainTextResponse:
+        return PlainTextResponse(f"{where()} {env}")
+
+    @inject_web(container)
+    @inline
+    def quick_page(request: Request) -> PlainTextResponse:
+        return PlainTextResponse(where())
+
+    api = FastAPI()
+
+    @api.get("/export")
+    @inject_web(container)
+    def export(user: str, env: Annotated[str, Resolve(environment)]) -> str:
+        return f"{where()} {user} {env}"
+
+    @api.get("/health")
+    @inject_web(container)
+    @inline
+    def health(env: Annotated[str, Resolve(environment)]) -> str:
+        return where()
+
+    site = Starlette(routes=[Route("/page", page), Route("/quick", quick_page)])
+    for app, path, expected in [
+        (site, "/page", "thread prod"),
+        (site, "/quick", "loop"),
+        (api, "/export?user=ada", '"thread ada prod"'),
+        (api, "/health", '"loop"'),
+    ]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as web:
+            assert (await web.get(path)).text == expected, path

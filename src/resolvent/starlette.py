@@ -20,16 +20,14 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, TypeVar
 
-import anyio.to_thread
 from starlette.requests import HTTPConnection, Request
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from ._container import Call, Container
-from ._plan import Plan
 
 __all__ = ("inject",)
 
@@ -84,14 +82,13 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
         )
         for name in plan.arguments
     ]
-    call_fn = _caller(fn)
 
     async def respond(
         connection: HTTPConnection, scope: Scope, receive: Receive, send: Send
     ) -> None:
         # Starlette: the whole request, response included, runs in one CALL scope.
         async with container.call(values=_values(connection)) as call:
-            response = await call_fn(plan, call, {})
+            response = await call.run(plan)
             await response(scope, receive, send)
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -99,10 +96,13 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
             connection: HTTPConnection = args[0]
             if isinstance(connection, WebSocket):
                 async with container.call(values=_values(connection)) as call:
-                    return await call_fn(plan, call, {})
+                    return await call.run(plan)
             return functools.partial(respond, connection)
         # FastAPI: the `resolvent_call` dependency holds the scope until the response is sent.
-        return await call_fn(plan, kwargs.pop(_CALL), kwargs)
+        # A sync (def) function runs in a worker thread unless marked `inline`, as in
+        # the core and the MCP adapter.
+        held: Call = kwargs.pop(_CALL)
+        return await held.run(plan, **kwargs)
 
     async def open_call(connection: HTTPConnection) -> AsyncIterator[Call]:
         async with container.call(values=_values(connection)) as call:
@@ -136,20 +136,3 @@ def _fastapi_dependency(open_call: Callable[[HTTPConnection], AsyncIterator[Call
     except ImportError:  # pragma: no cover - Starlette alone
         return None
     return Depends(open_call)
-
-
-def _caller(fn: Callable[..., Any]) -> Callable[[Plan, Call, dict[str, Any]], Awaitable[Any]]:
-    """``(plan, call, kwargs) -> fn's result``: resolve into *kwargs*, then call *fn*."""
-    if inspect.iscoroutinefunction(fn):
-
-        async def call_async(plan: Plan, call: Call, kwargs: dict[str, Any]) -> Any:
-            kwargs.update(await call.resolve(plan, kwargs))
-            return await fn(**kwargs)
-
-        return call_async
-
-    async def call_sync(plan: Plan, call: Call, kwargs: dict[str, Any]) -> Any:
-        kwargs.update(await call.resolve(plan, kwargs))
-        return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
-
-    return call_sync
