@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, get_args, get_origin
 
-from ._errors import InvalidSignature
+from ._errors import InvalidSignature, ResolventError
 from ._markers import Resolve, is_inline
 from ._plan import Input, Step
 from ._registry import Provider, Registry, read, resolver_key
@@ -51,6 +51,9 @@ class Overrides:
     )
     stamp: tuple[int, ...] = ()
     layers: tuple[Any, ...] = ()  # the open blocks, in order of entry
+    plain: dict[int, str] = field(default_factory=dict[int, str])
+    """The blocks entered with a plain ``with`` (they cannot await a close): id -> how
+    the block was written, for messages."""
 
 
 NO_OVERRIDES = Overrides()
@@ -294,6 +297,23 @@ class _Compiler:
             f"or make {info.name} {produces[:-1]} {wanted}"
         )
 
+    def _refuse_unclosable(self, node: _Node, taint: frozenset[int]) -> None:
+        """Refuse an async APP/SESSION resource built from a plain ``with`` override: leaving
+        the block could not await its close, so it would stay open until its scope closes."""
+        provider, kind = node.provider, node.provider.info.kind
+        plain = sorted(taint & self.overrides.plain.keys())
+        if not plain or provider.scope is Scope.CALL or not (kind.is_resource and kind.is_async):
+            return
+        block = self.overrides.plain[plain[0]]
+        raise ResolventError(
+            f"{node.name} ({provider.scope!r}) is an async resource built from the replacement "
+            f"of `with {block}:`, a plain `with` block: leaving it cannot await the resource's "
+            f"close, so it would stay open until the {provider.scope.name} scope closes.\n"
+            f"  path: {self.path(node.key)}\n"
+            f"  fix: `async with {block}:`; in pytest, enter it in an async fixture, or use the "
+            "resolvent_override fixture in an anyio test (it closes the block asynchronously)"
+        )
+
     def _check_answer(self, consumer: Hashable | None, param: Param, info: FunctionInfo) -> None:
         """Refuse a consumer whose T cannot hold what a resolver that may ask gives: the
         answer's schema (``S`` in ``Elicit[S]``) and the value it returns when it does
@@ -524,6 +544,7 @@ class _Compiler:
             )
             if taint:
                 taints[key] = taint
+                self._refuse_unclosable(node, taint)
             base = _wire_base(node.provider.fn)
             count = wire_seen.get(base, 0)
             wire_seen[base] = count + 1

@@ -595,8 +595,9 @@ class Container:
         ```
 
         Leaving the block closes the APP/SESSION values built from the replacement:
-        ``async with`` closes every kind, plain ``with`` closes sync resources and
-        leaves async ones to their scope's close.
+        ``async with`` closes every kind; a plain ``with`` closes sync resources and
+        refuses (`ResolventError`, before it opens) an async APP/SESSION resource built
+        from the replacement, which it could not close.
         """
         read(replacement)  # validate what the replacement shows now
         return OverrideBlock(self, target, replacement)
@@ -654,13 +655,21 @@ def _closes_sync(step: Step, obj: Any) -> bool:
 class OverrideBlock:
     """One `Container.override` block: a sync or async context manager."""
 
-    __slots__ = ("_container", "_id", "_replacement", "_target")
+    __slots__ = ("_container", "_id", "_plain", "_replacement", "_target")
 
     def __init__(self, container: Container, target: Any, replacement: Callable[..., Any]) -> None:
         self._container = container
         self._target = target
         self._replacement = replacement
         self._id = 0
+        self._plain = True
+
+    def __repr__(self) -> str:
+        target, replacement = (
+            getattr(x, "__name__", None) or _callable_name(x)
+            for x in (self._target, self._replacement)
+        )
+        return f"container.override({target}, {replacement})"
 
     def _push(self, current: Overrides) -> Overrides:
         """*current* with this block's replacement on top."""
@@ -677,11 +686,19 @@ class OverrideBlock:
                 by_key[resolver_key(offered[0].fn)] = entry
             else:
                 by_type[target] = entry
-        return Overrides(by_key, by_type, (*current.stamp, self._id), (*current.layers, self))
+        plain = {**current.plain, self._id: repr(self)} if self._plain else current.plain
+        stamp, layers = (*current.stamp, self._id), (*current.layers, self)
+        return Overrides(by_key, by_type, stamp, layers, plain)
 
     def __enter__(self) -> None:
+        """Enter with a plain ``with``: leaving closes sync resources built from the
+        replacement; an async APP/SESSION resource built from it is refused."""
+        self._enter(plain=True)
+
+    def _enter(self, *, plain: bool) -> None:
         container = self._container
         self._id = next(_block_ids)
+        self._plain = plain
         container._override_var.set(self._push(container._override_var.get() or NO_OVERRIDES))
         container._overridden += 1
 
@@ -724,7 +741,7 @@ class OverrideBlock:
         settle(exc, errors)
 
     async def __aenter__(self) -> None:
-        self.__enter__()
+        self._enter(plain=False)
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         settle(exc, await close_resources(self._leave(sync=False), None))

@@ -20,19 +20,24 @@ test are undone in reverse order): plans compiled before the test see the replac
 the replacement keeps the target's scope unless it is registered with its own, and
 values cached for the original are not used while the override is active. The override
 applies to the test's own context (and the tasks it starts), so a second call does not
-rebuild the first fake; sync resources of a replacement close at teardown.
+rebuild the first fake. At teardown the resources built from a replacement are closed:
+in an anyio test (one that uses the ``anyio_backend`` fixture, as ``@pytest.mark.anyio``
+does) every kind, awaited like ``async with container.override(...)``; in a sync test,
+sync ones (an async APP/SESSION resource is refused there, as in a plain ``with``).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from ._scopes import settle
+
 if TYPE_CHECKING:
-    from ._container import Container
+    from ._container import Container, OverrideBlock
 
 __all__ = ("Override", "resolvent_override")
 
@@ -46,11 +51,52 @@ class Override(Protocol):
 
 
 @pytest.fixture
-def resolvent_override() -> Iterator[Override]:
+def resolvent_override(request: pytest.FixtureRequest) -> Iterator[Override]:
     """Override providers for the current test: ``resolvent_override(c, target, fake)``."""
-    with contextlib.ExitStack() as stack:
+    if "anyio_backend" in request.fixturenames:
+        # An anyio test: its async fixtures and body run in one runner task. Enter each
+        # block there (from a sync fixture too), so the test sees it, and leave it there
+        # at teardown, awaited, closing every resource built from the replacement.
+        from anyio.pytest_plugin import extract_backend_and_options, get_runner
+
+        blocks: list[OverrideBlock] = request.getfixturevalue("_resolvent_override_closer")
+        backend, options = extract_backend_and_options(request.getfixturevalue("anyio_backend"))
+
+        async def enter(block: OverrideBlock) -> None:
+            block._enter(plain=False)  # pyright: ignore[reportPrivateUsage]
 
         def override(container: Container, target: Any, replacement: Callable[..., Any]) -> None:
-            stack.enter_context(container.override(target, replacement))
+            block = container.override(target, replacement)
+            # The closer fixture holds the runner open, so this is the test's runner.
+            with get_runner(backend, options) as runner:
+                if runner.is_running():  # called from the test or an async fixture
+                    block._enter(plain=False)  # pyright: ignore[reportPrivateUsage]
+                else:  # called from a sync fixture
+                    runner.run_fixture(enter, {"block": block})
+            blocks.append(block)
 
         yield override
+        return
+    with contextlib.ExitStack() as stack:
+
+        def override_sync(
+            container: Container, target: Any, replacement: Callable[..., Any]
+        ) -> None:
+            stack.enter_context(container.override(target, replacement))
+
+        yield override_sync
+
+
+@pytest.fixture
+async def _resolvent_override_closer() -> AsyncIterator[list[OverrideBlock]]:
+    """The blocks an anyio test entered through ``resolvent_override``, left (and their
+    resources closed, awaited) at its teardown, last entered first."""
+    blocks: list[OverrideBlock] = []
+    yield blocks
+    errors: list[BaseException] = []
+    for block in reversed(blocks):
+        try:
+            await block.__aexit__(None, None, None)
+        except Exception as error:
+            errors.append(error)
+    settle(None, errors)
