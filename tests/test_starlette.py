@@ -1,5 +1,7 @@
 """resolvent.starlette: the container in Starlette endpoints and FastAPI path operations."""
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
@@ -8,6 +10,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, HTTPException
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
@@ -352,6 +355,94 @@ async def test_a_plain_starlette_response_is_sent_inside_the_call(anyio_backend:
     async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         assert (await client.get("/")).text == "0;"
     assert log == ["open", "chunk 0", "sending", "close"]
+
+
+async def test_starlette_http_exception_passes_through_a_sync_endpoint(anyio_backend: str) -> None:
+    """Starlette's own `HTTPException` from a plain `def` endpoint (run in a worker thread)
+    is the framework's 404, and the request's resource still closes, seeing the error."""
+    log: list[str] = []
+    container, cursor = cursor_container(log)
+
+    @inject(container)
+    def note(request: Request, c: Annotated[Cursor, Resolve(cursor)]) -> Response:
+        c.read(0)
+        raise StarletteHTTPException(404, f"there is no note {request.path_params['n']}")
+
+    app = Starlette(routes=[Route("/notes/{n}", note)])
+    transport = httpx.ASGITransport(app=app)
+    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        response = await client.get("/notes/7")
+    assert response.status_code == 404
+    assert response.text == "there is no note 7"
+    assert log == ["open", "chunk 0", "failed HTTPException", "close"]
+
+
+async def test_fastapi_resolver_reads_the_request_by_type(anyio_backend: str) -> None:
+    """A resolver asks for the `Request` by type; each request gets its own, and its own
+    CALL scope, while the APP value is made once for all of them."""
+    log: list[str] = []
+    container, _database, transaction = make_container(log)
+
+    async def tenant(request: Request, tx: Annotated[str, Resolve(transaction)]) -> str:
+        return f"{request.headers['x-tenant']}/{tx}"
+
+    app = FastAPI(lifespan=container.lifespan)
+
+    @app.get("/whoami")
+    @inject(container)
+    async def whoami(who: Annotated[str, Resolve(tenant)]) -> str:
+        return who
+
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://t") as client,
+    ):
+        async with anyio.create_task_group() as tg:
+            results: dict[str, str] = {}
+
+            async def ask(name: str) -> None:
+                results[name] = (await client.get("/whoami", headers={"x-tenant": name})).json()
+
+            for name in ("a", "b", "c"):
+                tg.start_soon(ask, name)
+        schema = (await client.get("/openapi.json")).json()
+    assert results == {"a": "a/tx", "b": "b/tx", "c": "c/tx"}
+    assert "parameters" not in schema["paths"]["/whoami"]["get"]
+    assert log.count("app open") == log.count("app close") == 1
+    assert log.count("call open") == log.count("call close") == 3
+
+
+# Runs in a fresh interpreter: the core and the pytest plugin import neither Starlette nor
+# FastAPI; the MCP adapter imports no more of Starlette than the SDK itself does (its HTTP
+# transport is built on it) and never this module or FastAPI.
+_IMPORT_WITHOUT_STARLETTE = """
+import sys
+
+def web():
+    return {m for m in sys.modules if m.split(".")[0] in ("starlette", "fastapi")}
+
+import resolvent, resolvent.testing
+assert not web(), sorted(web())
+import mcp.server.mcpserver
+sdk = web()
+import resolvent.mcp
+assert web() == sdk, sorted(web() - sdk)
+assert "resolvent.starlette" not in sys.modules and "fastapi" not in sys.modules
+print("ok")
+"""
+
+
+def test_core_and_mcp_adapter_do_not_import_starlette() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORT_WITHOUT_STARLETTE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
