@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import extras, http_e2e, report, scenarios
+from . import extras, fastapi_routes, http_e2e, report, scenarios
 from .runner import Progress, Scenario, Settings, run_scenario
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -35,6 +35,7 @@ PACKAGES = (
     "modern-di",
     "fastmcp",
     "uncalled-for",
+    "fastapi",
     "anyio",
 )
 
@@ -173,7 +174,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, help="timed rounds per implementation")
     p.add_argument("--batch-ms", type=float, help="target duration of one timed batch")
     p.add_argument(
-        "--only", help="comma-separated scenario key prefixes, e.g. S2,S3,MCP,HTTP (end to end)"
+        "--only",
+        help="comma-separated scenario key prefixes, e.g. S2,S3,MCP,FastAPI,HTTP (end to end)",
     )
     p.add_argument("--json", type=Path, help="where to write the JSON results")
     p.add_argument("--plot", type=Path, help="where to write the chain plot (PNG)")
@@ -204,6 +206,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"MCP scenario skipped: {mcp}", file=sys.stderr)
     else:
         todo.append(mcp)
+    todo.append(fastapi_routes.scenario())
     http = True
     if args.only:
         keys = [k.strip() for k in args.only.split(",")]

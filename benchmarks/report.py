@@ -10,6 +10,7 @@ IMPL_ORDER = (
     "hand-written",
     "resolvent",
     "mcp-sdk",
+    "fastapi-depends",
     "dishka",
     "wireup",
     "fast-depends",

@@ -126,3 +126,23 @@ async def test_http_servers_verify() -> None:
     with anyio.fail_after(120):
         verified = await http_e2e.verify_only()
     assert verified == ["hand-written", "resolvent", "fastmcp"]
+
+
+async def test_fastapi_scenario_verifies() -> None:
+    # Each FastAPI app, called through httpx.ASGITransport: the same JSON result, each
+    # resolver once per request, the APP singleton once, the resource closed once per request.
+    from benchmarks import fastapi_routes
+
+    scenario = fastapi_routes.scenario()
+    assert list(scenario.factories) == [
+        "hand-written",
+        "resolvent",
+        "fastapi-depends",
+        "dishka",
+        "wireup",
+    ]
+    async with contextlib.AsyncExitStack() as stack:
+        for factory in scenario.factories.values():
+            inst = await factory(stack)
+            assert not isinstance(inst, str)
+            assert await verify(inst, scenario) == scenario.verify_calls

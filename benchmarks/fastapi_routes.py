@@ -1,0 +1,229 @@
+"""The FastAPI scenario: one route's dependencies, each integration's own way, in process.
+
+    python -m benchmarks --only FastAPI
+
+Every variant is a FastAPI app with one route, ``GET /graph?user_id=...``, whose
+dependencies are the same graph: an APP singleton, a per-request async-generator resource
+using it, and five async resolvers (one takes the ``user_id`` query parameter). A call is
+one request through ``httpx.ASGITransport`` (no network, no server), so the ratios hold
+FastAPI's own request handling, the same in every variant, plus each integration's cost:
+
+- hand-written: the route awaits each resolver once and closes the resource itself;
+- resolvent: ``resolvent.starlette.inject`` (the resource closes after the response);
+- fastapi-depends: FastAPI's ``Depends`` (``yield`` for the resource, the baseline's
+  APP cache, as ``Depends`` has no APP scope);
+- dishka: ``dishka.integrations.fastapi`` (``setup_dishka``, ``@inject``, ``FromDishka``);
+- wireup: ``wireup.integration.fastapi`` (``setup``, ``Injected``).
+
+dishka and wireup read the query parameter from the request in a provider of their own,
+the way their documentation shows a request value reaching a dependency.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .graphs import USER_ID, Graph, Node, node_source
+from .impls import Instance, _exec, _instance, _namespace, _typed_namespace, _typed_sources
+from .runner import Scenario
+
+TITLE = "FastAPI route: APP singleton, per-request resource, 5 resolvers (httpx.ASGITransport)"
+URL = f"/graph?user_id={USER_ID}"
+
+
+def graph() -> Graph:
+    """An APP singleton, a per-request resource using it, and five async resolvers."""
+    return Graph(
+        (
+            Node(app=True),
+            Node((0,), kind="agen"),
+            Node((0,), arg=True),
+            Node((1,)),
+            Node((1, 2)),
+            Node((2, 3)),
+            Node((4, 5, 1)),
+        )
+    )
+
+
+def _app_once(fn: Any) -> Any:
+    """An APP singleton written by hand: created on first use, then shared."""
+    made: list[Any] = []
+
+    async def once() -> Any:
+        if not made:
+            made.append(await fn())
+        return made[0]
+
+    return once
+
+
+def _hand(g: Graph) -> tuple[Any, dict[str, Any]]:
+    from fastapi import FastAPI
+
+    ns = _namespace(g, app_once=_app_once)
+    src = [node_source(i, n, lambda j: f"d{j}", "user_id", "") for i, n in enumerate(g.nodes)]
+    src.append(
+        "n0 = app_once(n0)\n"
+        "async def route(user_id: str) -> int:\n"
+        "    v0 = await n0()\n"
+        "    g1 = n1(d0=v0)\n"
+        "    v1 = await g1.__anext__()\n"
+        "    try:\n"
+        "        v2 = await n2(d0=v0, user_id=user_id)\n"
+        "        v3 = await n3(d1=v1)\n"
+        "        v4 = await n4(d1=v1, d2=v2)\n"
+        "        v5 = await n5(d2=v2, d3=v3)\n"
+        "        return await n6(d4=v4, d5=v5, d1=v1)\n"
+        "    finally:\n"
+        "        try:\n"
+        "            await g1.__anext__()\n"
+        "        except StopAsyncIteration:\n"
+        "            pass\n"
+    )
+    _exec("\n".join(src), ns, "fastapi hand-written")
+    app = FastAPI()
+    app.get("/graph")(ns["route"])
+    return app, ns
+
+
+def _resolvent(g: Graph) -> tuple[Any, dict[str, Any]]:
+    from fastapi import FastAPI
+
+    from resolvent.starlette import inject
+
+    from .impls import resolvent_setup
+
+    container, handler, ns = resolvent_setup(g)
+    app = FastAPI(lifespan=container.lifespan)
+    app.get("/graph")(inject(container)(handler))
+    return app, ns
+
+
+def _depends(g: Graph) -> tuple[Any, dict[str, Any]]:
+    from fastapi import Depends, FastAPI
+
+    ns = _namespace(g, Depends=Depends, app_once=_app_once)
+    src = []
+    for i, n in enumerate(g.nodes):
+        text = node_source(
+            i, n, lambda j: f"d{j}: Annotated[int, Depends(n{j})]", "user_id: str", ""
+        )
+        if n.app:
+            text += f"n{i} = app_once(n{i})\n"
+        src.append(text)
+    src.append(
+        f"async def route(user_id: str, r: Annotated[int, Depends(n{g.root})]) -> int:\n"
+        "    return r\n"
+    )
+    _exec("\n".join(src), ns, "fastapi depends")
+    app = FastAPI()
+    app.get("/graph")(ns["route"])
+    return app, ns
+
+
+def _user_source() -> str:
+    return (
+        "def user_from_request(request: Request) -> UserId:\n"
+        "    return UserId(request.query_params['user_id'])\n"
+    )
+
+
+def _dishka(g: Graph) -> tuple[Any, dict[str, Any]]:
+    from dishka import Provider, Scope, make_async_container
+    from dishka.integrations.fastapi import FastapiProvider, FromDishka, inject, setup_dishka
+    from fastapi import FastAPI, Request
+
+    ns = _typed_namespace(g, Request=Request, FromDishka=FromDishka)
+    src = [*_typed_sources(g), _user_source()]
+    src.append(f"async def route(user_id: str, r: FromDishka[T{g.root}]) -> int:\n    return r\n")
+    _exec("\n".join(src), ns, "fastapi dishka")
+    provider = Provider(scope=Scope.REQUEST)
+    for i, node in enumerate(g.nodes):
+        provider.provide(
+            ns[f"n{i}"], provides=ns[f"T{i}"], scope=Scope.APP if node.app else Scope.REQUEST
+        )
+    provider.provide(ns["user_from_request"], scope=Scope.REQUEST)
+    container = make_async_container(provider, FastapiProvider())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        yield
+        await container.close()
+
+    app = FastAPI(lifespan=lifespan)
+    app.get("/graph")(inject(ns["route"]))
+    setup_dishka(container, app)
+    return app, ns
+
+
+def _wireup(g: Graph) -> tuple[Any, dict[str, Any]]:
+    import wireup as wu
+    import wireup.integration.fastapi
+    from fastapi import FastAPI, Request
+    from wireup.integration.starlette import request_factory
+
+    ns = _typed_namespace(g, Request=Request, Injected=wu.Injected)
+    src = [*_typed_sources(g), _user_source()]
+    src.append(f"async def route(user_id: str, r: Injected[T{g.root}]) -> int:\n    return r\n")
+    _exec("\n".join(src), ns, "fastapi wireup")
+    injectables = [
+        wu.injectable(ns[f"n{i}"], lifetime="singleton" if node.app else "scoped")
+        for i, node in enumerate(g.nodes)
+    ]
+    injectables += [wu.injectable(ns["user_from_request"], lifetime="scoped"), request_factory]
+    container = wu.create_async_container(injectables=injectables)
+    app = FastAPI()
+    app.get("/graph")(ns["route"])
+    wireup.integration.fastapi.setup(container, app)
+    return app, ns
+
+
+VARIANTS: dict[str, Callable[[Graph], tuple[Any, dict[str, Any]]]] = {
+    "hand-written": _hand,
+    "resolvent": _resolvent,
+    "fastapi-depends": _depends,
+    "dishka": _dishka,
+    "wireup": _wireup,
+}
+
+
+async def build(variant: str, stack: contextlib.AsyncExitStack) -> Instance:
+    """The variant's app, its lifespan entered, and a client calling it in process."""
+    import httpx
+
+    app, ns = VARIANTS[variant](graph())
+    await stack.enter_async_context(app.router.lifespan_context(app))
+    transport = httpx.ASGITransport(app=app)
+    client = await stack.enter_async_context(
+        httpx.AsyncClient(transport=transport, base_url="http://bench")
+    )
+    get = client.get
+
+    async def once() -> Any:
+        response = await get(URL)
+        if response.status_code != 200:
+            raise RuntimeError(f"{variant}: HTTP {response.status_code}: {response.text[:200]}")
+        return response.json()
+
+    return _instance(ns, once)
+
+
+def _factory(variant: str) -> Callable[[contextlib.AsyncExitStack], Awaitable[Instance | str]]:
+    async def factory(stack: contextlib.AsyncExitStack) -> Instance | str:
+        return await build(variant, stack)
+
+    return factory
+
+
+def scenario() -> Scenario:
+    g = graph()
+    return Scenario(
+        "FastAPI",
+        TITLE,
+        g,
+        {name: _factory(name) for name in VARIANTS},
+        nodes=len(g.nodes),
+    )
