@@ -16,8 +16,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from resolvent import Container, Resolve, Scope
+from resolvent import Container, InvalidSignature, Resolve, Scope
 from resolvent.starlette import inject
+from snapshot import assert_snapshot
 
 
 class Db:
@@ -411,6 +412,25 @@ async def test_fastapi_resolver_reads_the_request_by_type(anyio_backend: str) ->
     assert "parameters" not in schema["paths"]["/whoami"]["get"]
     assert log.count("app open") == log.count("app close") == 1
     assert log.count("call open") == log.count("call close") == 3
+
+
+def test_a_route_needing_a_session_value_is_refused_at_decoration() -> None:
+    """A web request has no SESSION scope: say so when the route is declared, not with a
+    500 on its first request."""
+    container = Container()
+
+    @container.provider(scope=Scope.SESSION)
+    async def cart() -> list[str]:
+        return []
+
+    async def checkout(items: Annotated[list[str], Resolve(cart)]) -> int:
+        return len(items)
+
+    with pytest.raises(InvalidSignature) as info:
+        inject(container)(checkout)
+    message = str(info.value).replace(checkout.__qualname__, "checkout")
+    message = message.replace(cart.__qualname__, "cart")
+    assert_snapshot("starlette_route_needs_session", message)
 
 
 # Runs in a fresh interpreter: the core and the pytest plugin import neither Starlette nor

@@ -28,6 +28,8 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from ._container import Call, Container
+from ._errors import InvalidSignature
+from ._scopes import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope
 
 __all__ = ("inject",)
 
@@ -54,7 +56,8 @@ def inject(container: Container) -> Callable[[F], F]:
         container: the container holding the providers.
 
     Raises:
-        InvalidSignature: the dependency graph cannot be compiled (at decoration).
+        InvalidSignature: the dependency graph cannot be compiled, or it needs SESSION
+            values, which a web request does not have (at decoration).
     """
     container.add_value_type(Request)
     container.add_value_type(WebSocket)
@@ -71,6 +74,14 @@ def _values(connection: HTTPConnection) -> dict[Any, Any]:
 
 def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     plan = container.compile(fn)
+    if Lifetime.SESSION in plan.scopes:
+        names = ", ".join(s.name for s in plan.steps if s.scope is Lifetime.SESSION)
+        raise InvalidSignature(
+            f"{plan.name} needs SESSION-scoped values ({names}), and a web request or "
+            "WebSocket connection has no session: its CALL scope is the request and its APP "
+            "scope the app's lifespan.\n"
+            "  fix: make the provider Scope.CALL (one per request) or Scope.APP (shared by all)"
+        )
     hints = typing.get_type_hints(fn, include_extras=True)
     original = inspect.signature(fn)
     params = [
