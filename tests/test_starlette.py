@@ -414,6 +414,81 @@ async def test_fastapi_resolver_reads_the_request_by_type(anyio_backend: str) ->
     assert log.count("call open") == log.count("call close") == 3
 
 
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("mode", MODES)
+async def test_many_concurrent_requests_with_faults_leave_nothing_open(
+    anyio_backend: str, framework: str, mode: str
+) -> None:
+    """120 requests, 12 at a time, a third streaming, a third failing, a third answering
+    404 with HTTPException: every request's resource closes once, none is read after it
+    closed, and the APP value is made once."""
+    log: list[str] = []
+    container = Container(**MODES[mode])
+    made: list[int] = []
+
+    @container.provider(scope=Scope.APP)
+    async def settings() -> AsyncIterator[int]:
+        made.append(1)
+        yield 3
+
+    async def cursor(chunks: Annotated[int, Resolve(settings)]) -> AsyncIterator[Cursor]:
+        log.append("open")
+        resource = Cursor(log)
+        try:
+            yield resource
+        finally:
+            resource.closed = True
+            log.append("close")
+
+    async def body(c: Cursor, chunks: int) -> AsyncIterator[str]:
+        for n in range(chunks):
+            await anyio.sleep(0)
+            yield c.read(n)
+
+    async def handle(
+        request: Request,
+        c: Annotated[Cursor, Resolve(cursor)],
+        n: Annotated[int, Resolve(settings)],
+    ) -> Response:
+        kind = int(request.path_params["i"]) % 3
+        if kind == 1:
+            raise RuntimeError("secret detail")
+        if kind == 2:
+            raise StarletteHTTPException(404, "gone")
+        return StreamingResponse(body(c, n), media_type="text/plain")
+
+    app: Any
+    if framework == "starlette":
+        app = Starlette(routes=[Route("/r/{i}", inject(container)(handle))])
+    else:
+        app = FastAPI()
+        app.get("/r/{i}")(inject(container)(handle))
+    statuses: dict[int, int] = {}
+    limit = anyio.Semaphore(12)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+
+    async def one(client: httpx.AsyncClient, i: int) -> None:
+        async with limit:
+            response = await client.get(f"/r/{i}")
+        statuses[i] = response.status_code
+        assert "secret" not in response.text
+        if i % 3 == 0:
+            assert response.text == "0;1;2;"
+
+    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for i in range(120):
+                    tg.start_soon(one, client, i)
+    assert sorted(statuses) == list(range(120))
+    assert {statuses[i] for i in range(0, 120, 3)} == {200}
+    assert {statuses[i] for i in range(1, 120, 3)} == {500}
+    assert {statuses[i] for i in range(2, 120, 3)} == {404}
+    assert log.count("open") == log.count("close") == 120
+    assert log.count("chunk 2") == 40
+    assert made == [1]
+
+
 def test_a_route_needing_a_session_value_is_refused_at_decoration() -> None:
     """A web request has no SESSION scope: say so when the route is declared, not with a
     500 on its first request."""
