@@ -524,8 +524,16 @@ class Container:
             return await self._run_in_call(plan, kwargs)
         return await plan.run_fn(kwargs, EMPTY, None, self._app, None, fn)
 
-    async def _run_in_call(self, plan: Plan, kwargs: dict[str, Any]) -> Any:
-        """Run a checked plan that needs a call scope (resources or questions)."""
+    def _run_in_call(self, plan: Plan, kwargs: dict[str, Any]) -> Coroutine[Any, Any, Any]:
+        """Run a checked plan that has CALL resources: by its ``direct`` code, which sets
+        them up and tears them down itself, if every one allows it (see `direct_shape`)."""
+        direct = plan.direct_fn
+        if direct is not None:
+            started: Coroutine[Any, Any, Any] = direct(kwargs, EMPTY, None, self._app, None, plan.fn)
+            return started
+        return self._run_in_scope(plan, kwargs)
+
+    async def _run_in_scope(self, plan: Plan, kwargs: dict[str, Any]) -> Any:
         async with Call(self, None, None, None, False, False, None, None) as call:
             return await plan.run_fn(kwargs, EMPTY, call, self._app, None, plan.fn)
 

@@ -19,13 +19,24 @@ import anyio.to_thread
 from ._errors import InputRequired, InvalidAnswer, ResolventError
 from ._plan import Input, Step
 from ._questions import QUESTION_KINDS, Answered, Asker, Outcome, QuestionKind, as_outcome
-from ._scopes import Exits, LiveScope, Scope, adopt, enter, in_thread, keep
+from ._scopes import (
+    Exits,
+    LiveScope,
+    Scope,
+    adopt,
+    close_resources,
+    enter,
+    in_thread,
+    keep,
+    open_resource,
+    settle,
+)
 from ._signature import NO_DEFAULT, Kind, type_name
 
 if TYPE_CHECKING:
     from ._plan import Plan
 
-__all__ = ("Rounds", "generate", "interpret")
+__all__ = ("Rounds", "direct_shape", "generate", "interpret")
 
 MISSING: Any = object()
 PENDING: Any = object()
@@ -523,6 +534,16 @@ def _root_spread(w: _Writer, inputs: tuple[Input, ...], steps: tuple[Step, ...],
     return f"**args, {root_kwargs}" if root_kwargs else "**args"
 
 
+def direct_shape(steps: tuple[Step, ...]) -> bool:
+    """True if generated code can run *steps* without a call scope: every CALL resource
+    is set up and torn down in the caller's task (async, or sync run inline)."""
+    return all(
+        s.kind is Kind.ASYNC_GENERATOR or s.kind is Kind.ASYNC_CONTEXT_MANAGER or s.inline
+        for s in steps
+        if s.scope is Scope.CALL and s.kind.is_resource
+    ) and all(s.scope is not Scope.SESSION for s in steps)
+
+
 def generate(
     plan_ref: list[Any],
     name: str,
@@ -534,10 +555,13 @@ def generate(
     build: bool = True,
     root_threaded: bool = False,
 ) -> tuple[str, Callable[..., Any] | None]:
-    """Generate one function of a plan: ``run`` (resolves, then calls the function) or
-    ``resolve`` (returns the injected kwargs). Returns its source and, with *build*, the
-    compiled function; a failure inside it is mapped back to its step by line number.
+    """Generate one function of a plan: ``run`` (resolves, then calls the function),
+    ``direct`` (``run`` that also sets up and tears down the plan's CALL resources itself,
+    with no call scope; see `direct_shape`) or ``resolve`` (returns the injected kwargs).
+    Returns its source and, with *build*, the compiled function; a failure inside it is
+    mapped back to its step by line number.
     """
+    direct = variant == "direct"
     w = _Writer()
     ns = w.namespace
     ns.update(
@@ -552,6 +576,10 @@ def generate(
         to_thread=anyio.to_thread.run_sync,
         fail=_fail,
         PLAN=plan_ref,
+        CancelScope=anyio.CancelScope,
+        open_=open_resource,
+        close_resources=close_resources,
+        settle=settle,
     )
     root_name = name
     scopes = {s.scope for s in steps}
@@ -562,7 +590,7 @@ def generate(
     body: list[tuple[str, int]] = []
     blocks = _blocks(steps)
     # A sync handler whose last resolvers run in a thread is called in that same hop.
-    fused = variant == "run" and root_threaded and _fusable(blocks, inputs, steps)
+    fused = variant != "resolve" and root_threaded and _fusable(blocks, inputs, steps)
     for number, block in enumerate(blocks):
         first = block[0]
         if first.threaded and first.scope is Scope.CALL:
@@ -630,7 +658,17 @@ def generate(
             continue
         if step.kind.is_resource:
             factory = f"{'await ' if step.awaits else ''}{fn}({call_args})"
-            body.append((f"{v} = await enter(exits, {s}, {factory})", step.index))
+            if direct:  # set up here; torn down by `close_resources` below
+                body.append((f"r{step.index} = {factory}", step.index))
+                if step.kind is Kind.ASYNC_GENERATOR:
+                    body.append((f"try: {v} = await r{step.index}.__anext__()", step.index))
+                    body.append(("except StopAsyncIteration:", step.index))
+                    body.append((f"    {v} = await open_({s}, r{step.index})", step.index))
+                else:
+                    body.append((f"{v} = await open_({s}, r{step.index})", step.index))
+                body.append((f"exits.append(({s}, r{step.index}))", step.index))
+            else:
+                body.append((f"{v} = await enter(exits, {s}, {factory})", step.index))
         elif step.kind is Kind.ASYNC:
             body.append((f"{v} = await {fn}({call_args})", step.index))
         else:
@@ -643,40 +681,62 @@ def generate(
     for line, index in block_defs:  # map a failure inside a block to its own step
         w.emit(line, index)
     w.emit(f"async def {variant}(args, values, call, app, session, body):")
-    w.emit("    try:")
+    # `direct` wraps the resolution and the call in the teardown of its resources.
+    pad = "    " * (1 + direct)
+    if direct:
+        # As a call scope does (see `Exits`): a cancel scope entered below every resource
+        # is shielded for the teardown, so a provider's own scopes are left in order.
+        w.emit("    exits = []")
+        w.emit("    guard = CancelScope().__enter__()")
+        w.emit("    try:")
+    w.emit(f"{pad}try:")
     opened = len(w.lines)
     if Scope.APP in scopes:
-        w.emit("        app_cache = app.cache")
+        w.emit(f"{pad}    app_cache = app.cache")
     if Scope.SESSION in scopes:
-        w.emit("        session_cache = session.cache")
-    if call_resources:
+        w.emit(f"{pad}    session_cache = session.cache")
+    if call_resources and not direct:
         w.emit("        exits = call.exits")
     for text, index in body:
-        w.emit(f"        {text}", index)
-    if call_steps:  # a call scope reused for another plan must not run these again
+        w.emit(f"{pad}    {text}", index)
+    if call_steps and not direct:  # a call scope reused for another plan must not run these again
         record = ", ".join(f"{w.const('K', s.key)}: v{s.index}" for s in call_steps)
         w.emit(f"        if call is not None: call.cache.update({{{record}}})")
     if variant == "resolve":
         results = ", ".join(f"{i.name!r}: {_expr(w, i, steps, root_name)}" for i in inputs)
         w.emit(f"        return {{{results}}}")
     if len(w.lines) == opened:  # no steps (a tool that only takes Context): empty try
-        w.emit("        pass")
-    w.emit("    except BaseException as exc:")
-    w.emit("        error = fail(exc, PLAN[0], LINES, args, values)")
-    w.emit("        if error is exc: raise")
-    w.emit("        raise error from exc")
+        w.emit(f"{pad}    pass")
+    w.emit(f"{pad}except BaseException as exc:")
+    w.emit(f"{pad}    error = fail(exc, PLAN[0], LINES, args, values)")
+    w.emit(f"{pad}    if error is exc: raise")
+    w.emit(f"{pad}    raise error from exc")
     if fused:
-        w.emit("    if raised is not None: raise raised")
-        w.emit("    return ret")
-    elif variant == "run":
+        w.emit(f"{pad[4:]}    if raised is not None: raise raised")
+    elif variant != "resolve":
         spread = _root_spread(w, inputs, steps, root_name)
         if root_threaded:
             # A sync handler's thread is abandoned on cancellation like a resolver's
             # (see docs/concepts.md): the caller's own bound holds.
-            w.emit(f"    return await to_thread(partial(body, {spread}), abandon_on_cancel=True)")
+            call = f"await to_thread(partial(body, {spread}), abandon_on_cancel=True)"
         else:
-            awaiting = "await " if root_is_async else ""
-            w.emit(f"    return {awaiting}body({spread})")
+            call = f"{'await ' if root_is_async else ''}body({spread})"
+        w.emit(f"{pad[4:]}    ret = {call}")
+    if direct:
+        # The call's exception (a resolver's, mapped, or the handler's) is thrown into
+        # each finalizer, as `async with call` would; their own errors become notes.
+        w.emit("    except BaseException as exc:")
+        w.emit("        guard.shield = True")
+        w.emit("        try: errors = await close_resources(exits, exc, shield=False)")
+        w.emit("        finally: guard.__exit__(None, None, None)")
+        w.emit("        settle(exc, errors)")
+        w.emit("        raise")
+        w.emit("    guard.shield = True")
+        w.emit("    try: errors = await close_resources(exits, None, shield=False)")
+        w.emit("    finally: guard.__exit__(None, None, None)")
+        w.emit("    if errors: settle(None, errors)")
+    if variant != "resolve":
+        w.emit("    return ret")
     source = "\n".join(w.lines) + "\n"
     if not build:
         return source, None

@@ -86,6 +86,9 @@ class Plan:
         default_factory=list[Callable[..., Any]], repr=False
     )
     overrides: Any = field(default=None, repr=False, compare=False)
+    _direct: list[Callable[..., Any] | None] = field(
+        default_factory=list[Callable[..., Any] | None], repr=False
+    )
     fn_threaded: bool = False  # a sync fn not marked `inline`: its body runs in a thread
 
     @property
@@ -99,6 +102,22 @@ class Plan:
             assert function is not None
             generated.append(function)
         return generated[0]
+
+    @property
+    def direct_fn(self) -> Callable[..., Any] | None:
+        """The generated ``direct`` function (``run`` that sets up and tears down the CALL
+        resources itself), or None if a resource needs a call scope; made on first use."""
+        direct = self._direct
+        if not direct:
+            from ._executor import direct_shape, generate
+
+            function = None
+            if direct_shape(self.steps):
+                function = generate(
+                    [self], *self._shape(), "direct", root_threaded=self.fn_threaded
+                )[1]
+            direct.append(function)
+        return direct[0]
 
     def _shape(self) -> tuple[str, bool, tuple[Step, ...], tuple[Input, ...]]:
         return self.name, self.fn_is_async, self.steps, self.inputs

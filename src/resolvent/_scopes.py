@@ -608,6 +608,9 @@ async def _open(step: Step, obj: Any, holder: _Holder | None = None) -> Any:
         return setup.value
 
 
+open_resource = _open  # for generated code
+
+
 class _ThreadedSetup:
     """A sync resource's setup in a worker thread that an expired call may abandon.
 
