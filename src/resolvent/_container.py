@@ -529,7 +529,9 @@ class Container:
         them up and tears them down itself, if every one allows it (see `direct_shape`)."""
         direct = plan.direct_fn
         if direct is not None:
-            started: Coroutine[Any, Any, Any] = direct(kwargs, EMPTY, None, self._app, None, plan.fn)
+            started: Coroutine[Any, Any, Any] = direct(
+                kwargs, EMPTY, None, self._app, None, plan.fn
+            )
             return started
         return self._run_in_scope(plan, kwargs)
 
