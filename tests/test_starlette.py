@@ -297,11 +297,12 @@ async def test_a_client_that_leaves_mid_stream_still_closes_the_resources(
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("mode", MODES)
 async def test_a_websocket_keeps_its_resources_for_the_whole_connection(
-    anyio_backend: str, framework: str
+    anyio_backend: str, framework: str, mode: str
 ) -> None:
     log: list[str] = []
-    container, cursor = cursor_container(log)
+    container, cursor = cursor_container(log, mode)
 
     async def echo(websocket: WebSocket, c: Annotated[Cursor, Resolve(cursor)]) -> None:
         await websocket.accept()
