@@ -24,8 +24,9 @@ from ._scopes import (
     LiveScope,
     Scope,
     adopt,
-    close_resources,
+    close_guarded,
     enter,
+    guard_scope,
     in_thread,
     keep,
     open_resource,
@@ -576,9 +577,9 @@ def generate(
         to_thread=anyio.to_thread.run_sync,
         fail=_fail,
         PLAN=plan_ref,
-        CancelScope=anyio.CancelScope,
+        guard_scope=guard_scope,
         open_=open_resource,
-        close_resources=close_resources,
+        close_guarded=close_guarded,
         settle=settle,
     )
     root_name = name
@@ -658,7 +659,7 @@ def generate(
             continue
         if step.kind.is_resource:
             factory = f"{'await ' if step.awaits else ''}{fn}({call_args})"
-            if direct:  # set up here; torn down by `close_resources` below
+            if direct:  # set up here; torn down by `close_guarded` below
                 body.append((f"r{step.index} = {factory}", step.index))
                 if step.kind is Kind.ASYNC_GENERATOR:
                     body.append((f"try: {v} = await r{step.index}.__anext__()", step.index))
@@ -687,7 +688,7 @@ def generate(
         # As a call scope does (see `Exits`): a cancel scope entered below every resource
         # is shielded for the teardown, so a provider's own scopes are left in order.
         w.emit("    exits = []")
-        w.emit("    guard = CancelScope().__enter__()")
+        w.emit("    guard = guard_scope().__enter__()")
         w.emit("    try:")
     w.emit(f"{pad}try:")
     opened = len(w.lines)
@@ -726,14 +727,9 @@ def generate(
         # The call's exception (a resolver's, mapped, or the handler's) is thrown into
         # each finalizer, as `async with call` would; their own errors become notes.
         w.emit("    except BaseException as exc:")
-        w.emit("        guard.shield = True")
-        w.emit("        try: errors = await close_resources(exits, exc, shield=False)")
-        w.emit("        finally: guard.__exit__(None, None, None)")
-        w.emit("        settle(exc, errors)")
+        w.emit("        settle(exc, await close_guarded(exits, exc, guard))")
         w.emit("        raise")
-        w.emit("    guard.shield = True")
-        w.emit("    try: errors = await close_resources(exits, None, shield=False)")
-        w.emit("    finally: guard.__exit__(None, None, None)")
+        w.emit("    errors = await close_guarded(exits, None, guard)")
         w.emit("    if errors: settle(None, errors)")
     if variant != "resolve":
         w.emit("    return ret")

@@ -319,6 +319,23 @@ async def _await(fn: Callable[[], Awaitable[None]]) -> None:
     await fn()
 
 
+_asyncio_scope: Any = None  # anyio's asyncio cancel scope class, loaded on first use
+
+
+def guard_scope() -> Any:
+    """A new cancel scope of the running backend (what ``anyio.CancelScope()`` makes).
+
+    Without anyio's backend lookup on every construction, which costs more than
+    entering and leaving the scope: a call with a resource makes one per call.
+    """
+    global _asyncio_scope
+    if asyncio._get_running_loop() is None:  # pyright: ignore[reportPrivateUsage]
+        return anyio.CancelScope()  # trio
+    if _asyncio_scope is None:
+        _asyncio_scope = type(anyio.CancelScope())
+    return _asyncio_scope()
+
+
 def _spawn(fn: Callable[[], Awaitable[None]]) -> None:
     """Start *fn* in a task of its own that no caller's cancellation reaches.
 
@@ -386,7 +403,7 @@ class Exits(list[tuple["Step", Any]]):
             await group.__aenter__()
             self.group = group
         else:
-            self.guard = anyio.CancelScope().__enter__()
+            self.guard = guard_scope().__enter__()
 
     async def close(self, exc: BaseException | None) -> None:
         """Close every resource (see `close_resources`), report errors, leave the scope."""
@@ -708,6 +725,40 @@ async def close_resources(
     return errors
 
 
+async def close_guarded(
+    exits: list[tuple[Step, Any]], exc: BaseException | None, guard: Any
+) -> list[BaseException]:
+    """`close_resources` under *guard*, a cancel scope entered below every resource (as a
+    call scope's `Exits` does): shield it, close, leave it. For generated code, so an
+    async generator's teardown is driven here rather than through `_finalize`."""
+    guard.shield = True
+    errors: list[BaseException] = []
+    try:
+        while exits:
+            step, obj = exits.pop()
+            try:
+                if step.kind is not Kind.ASYNC_GENERATOR:
+                    await _finalize(step, obj, exc)
+                    continue
+                try:
+                    await (obj.__anext__() if exc is None else obj.athrow(exc))
+                except StopAsyncIteration:
+                    continue
+                await obj.aclose()
+                raise RuntimeError(_YIELDED_TWICE.format(step.name))
+            except BaseException as error:
+                if exc is not None and _only(error, exc):
+                    continue
+                logger.error("resolvent: teardown of %s failed", step.name, exc_info=error)
+                errors.append(error)
+    finally:
+        guard.__exit__(None, None, None)
+    return errors
+
+
+_YIELDED_TWICE = "{} yielded more than once; a provider yields exactly one value"
+
+
 async def _finalize(step: Step, obj: Any, exc: BaseException | None) -> None:
     """Tear one resource down; the scope's own exception *exc* coming back is no error."""
     if isinstance(obj, _Holder):
@@ -751,7 +802,7 @@ async def _finalize_async_generator(step: Step, obj: Any, exc: BaseException | N
     except StopAsyncIteration:
         return
     await obj.aclose()
-    raise RuntimeError(f"{step.name} yielded more than once; a provider yields exactly one value")
+    raise RuntimeError(_YIELDED_TWICE.format(step.name))
 
 
 def _finalize_sync(step: Step, obj: Any, exc: BaseException | None) -> None:
@@ -769,7 +820,7 @@ def _finalize_sync(step: Step, obj: Any, exc: BaseException | None) -> None:
     except StopIteration:
         return
     obj.close()
-    raise RuntimeError(f"{step.name} yielded more than once; a provider yields exactly one value")
+    raise RuntimeError(_YIELDED_TWICE.format(step.name))
 
 
 def settle(exc: BaseException | None, errors: list[BaseException]) -> None:
