@@ -66,6 +66,12 @@ def _connection(log: list[str]) -> Any:
     return connection
 
 
+async def _expire_once_entered(deadline: anyio.CancelScope, gate: Gate) -> None:
+    """Moves the caller's deadline to now once the handler's thread is blocked in the gate."""
+    assert await anyio.to_thread.run_sync(gate.entered.wait, 5)
+    deadline.deadline = anyio.current_time()
+
+
 def environment() -> str:  # a plain sync resolver: a worker thread of its own
     return "prod"
 
@@ -179,8 +185,12 @@ async def test_a_callers_deadline_abandons_a_slow_sync_handler_and_closes_its_re
 
     container = _container(mode)
     with anyio.fail_after(5), pytest.raises(TimeoutError):
-        with anyio.fail_after(0.2):  # the caller's own bound, e.g. a request deadline
-            await _run(container, export, mode)
+        # The caller's own bound, e.g. a request deadline. It passes while the handler blocks
+        # (not at a fixed time, which a loaded machine could reach before the handler starts).
+        with anyio.fail_after(60) as deadline:
+            async with anyio.create_task_group() as group:
+                group.start_soon(_expire_once_entered, deadline, gate)
+                await _run(container, export, mode)
     # The call ended on time while the thread was still blocked, its resources closed.
     assert not gate.finished.is_set()
     assert log == ["open connection", "close connection"]
@@ -461,8 +471,10 @@ async def test_mcp_client_giving_up_on_a_slow_sync_tool_frees_its_call_at_once(m
         return f"exported over {conn}"
 
     async with client(server, mode) as c:
-        with anyio.move_on_after(0.3):  # the client gives up: the request is cancelled
-            await c.call_tool("export", {})
+        with anyio.move_on_after(60) as gives_up:  # the client gives up: the request is cancelled
+            async with anyio.create_task_group() as group:
+                group.start_soon(_expire_once_entered, gives_up, gate)
+                await c.call_tool("export", {})
         with anyio.fail_after(5):
             await closed.wait()  # the server did not wait for the thread
         assert not gate.finished.is_set()
