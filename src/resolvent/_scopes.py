@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import enum
 import logging
 import math
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any, cast
@@ -21,6 +21,8 @@ from ._questions import QUESTION_KINDS
 from ._signature import Kind
 
 if TYPE_CHECKING:
+    import asyncio
+
     from anyio.abc import TaskGroup
 
     from ._plan import Step
@@ -320,6 +322,9 @@ async def _await(fn: Callable[[], Awaitable[None]]) -> None:
 
 
 _asyncio_scope: Any = None  # anyio's asyncio cancel scope class, loaded on first use
+# asyncio's running-loop getter, taken once asyncio is imported (by whoever runs its loop):
+# importing asyncio ourselves would double the time `import resolvent` takes.
+_running_loop: Callable[[], object] | None = None
 
 
 def guard_scope() -> Any:
@@ -328,8 +333,14 @@ def guard_scope() -> Any:
     Without anyio's backend lookup on every construction, which costs more than
     entering and leaving the scope: a call with a resource makes one per call.
     """
-    global _asyncio_scope
-    if asyncio._get_running_loop() is None:  # pyright: ignore[reportPrivateUsage]
+    global _asyncio_scope, _running_loop
+    running_loop = _running_loop
+    if running_loop is None:
+        asyncio = sys.modules.get("asyncio")
+        if asyncio is None:  # no asyncio loop can be running
+            return anyio.CancelScope()
+        running_loop = _running_loop = asyncio._get_running_loop
+    if running_loop() is None:
         return anyio.CancelScope()  # trio
     if _asyncio_scope is None:
         _asyncio_scope = type(anyio.CancelScope())
@@ -342,6 +353,8 @@ def _spawn(fn: Callable[[], Awaitable[None]]) -> None:
     Its only outer cancellation is the event loop's shutdown. The task inherits a copy
     of the caller's context variables on both backends.
     """
+    import asyncio
+
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not asyncio: anyio's other backend

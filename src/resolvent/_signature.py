@@ -6,7 +6,6 @@ provider a type means, scopes, cycles) belong to the compiler.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dis
 import enum
@@ -283,8 +282,10 @@ _CM_ABCS = (contextlib.AbstractAsyncContextManager, contextlib.AbstractContextMa
 _ENTER = {Kind.ASYNC_CONTEXT_MANAGER: "__aenter__", Kind.CONTEXT_MANAGER: "__enter__"}
 
 # Standard-library locks whose enter methods carry no annotation: what they give is known.
+# asyncio's locks (Lock, Semaphore, BoundedSemaphore, Condition) enter to None; they are added
+# once asyncio is imported, which any code using them has done (importing it here would double
+# the time `import resolvent` takes).
 _KNOWN_ENTERS: dict[Any, Any] = {
-    asyncio.Lock.__aenter__: type(None),  # and Semaphore, BoundedSemaphore, Condition
     threading.Semaphore.__enter__: bool,  # acquire()
     threading.Condition.__enter__: bool,
     type(threading.Lock()).__enter__: bool,  # a class of its own from Python 3.13
@@ -295,6 +296,9 @@ _KNOWN_ENTERS: dict[Any, Any] = {
 def _enter_annotation(cls: Any, method: str) -> Any:
     """What ``cls.<method>`` says it returns, or NO_DEFAULT when it does not say."""
     enter = getattr(cls, method, None)
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None:
+        _KNOWN_ENTERS.setdefault(asyncio.Lock.__aenter__, type(None))
     try:
         known = _KNOWN_ENTERS.get(enter, NO_DEFAULT)
     except TypeError:  # an unhashable attribute: nothing known about it
