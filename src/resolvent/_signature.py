@@ -23,7 +23,9 @@ from collections.abc import (
     Callable,
     Coroutine,
     Generator,
+    Iterable,
     Iterator,
+    Mapping,
 )
 from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
@@ -678,3 +680,20 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
         _may_ask(fn, provides) if not kind.is_resource else (False, provides, NO_DEFAULT)
     )
     return FunctionInfo(fn, name, tuple(params), kind, provides, may_ask, varkw, awaits, asks)
+
+
+def argument_parameters(
+    fn: Callable[..., Any], names: Iterable[str], hints: Mapping[str, Any]
+) -> list[inspect.Parameter]:
+    """The parameters a framework shows for *fn*: its call arguments *names*, keyword-only,
+    with *fn*'s own defaults and annotations (*hints*); the injected ones are left out."""
+    original = inspect.signature(fn).parameters
+    return [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=original[name].default,
+            annotation=hints.get(name, inspect.Parameter.empty),
+        )
+        for name in names
+    ]

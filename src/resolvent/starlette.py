@@ -30,6 +30,7 @@ from starlette.websockets import WebSocket
 from ._container import Call, Container
 from ._errors import InvalidSignature
 from ._scopes import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope
+from ._signature import argument_parameters
 
 __all__ = ("inject",)
 
@@ -83,16 +84,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
             "  fix: make the provider Scope.CALL (one per request) or Scope.APP (shared by all)"
         )
     hints = typing.get_type_hints(fn, include_extras=True)
-    original = inspect.signature(fn)
-    params = [
-        inspect.Parameter(
-            name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=original.parameters[name].default,
-            annotation=hints.get(name, inspect.Parameter.empty),
-        )
-        for name in plan.arguments
-    ]
+    params = argument_parameters(fn, plan.arguments, hints)
 
     async def respond(
         connection: HTTPConnection, scope: Scope, receive: Receive, send: Send

@@ -45,6 +45,7 @@ from .._errors import InputRequired, InvalidAnswer, InvalidSignature, NotAccepte
 from .._plan import Plan, Step
 from .._questions import Outcome
 from .._scopes import Scope
+from .._signature import argument_parameters
 from ._guard import INJECTED
 from ._sessions import SessionTable, close_entries, connection_of
 from ._wire import (
@@ -202,16 +203,7 @@ class _Tool:
     def _make_wrapper(self, plan: Plan) -> Callable[..., Awaitable[Any]]:
         fn = self.fn
         hints = _hints(fn)
-        original = inspect.signature(fn)
-        params = [
-            inspect.Parameter(
-                name,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=original.parameters[name].default,
-                annotation=hints.get(name, inspect.Parameter.empty),
-            )
-            for name in plan.arguments
-        ]
+        params = argument_parameters(fn, plan.arguments, hints)
         if self.takes_ctx:
             ctx_annotation = hints.get(self.ctx_name, Context) if self.ctx_declared else Context
             params.append(
