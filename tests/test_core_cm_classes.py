@@ -20,25 +20,10 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_helpers import MODES as MCP_MODES
 from mcp_helpers import client, text
-from resolvent import Container, InvalidSignature, Resolve, Scope, Session
+from modes import MODES, make_container, run
+from resolvent import Container, InvalidSignature, Resolve, Scope
 from resolvent.mcp import inject
 from snapshot import assert_snapshot
-
-MODES = ["generated", "interpreter", "concurrent", "timeout"]
-
-
-def make_container(mode: str) -> Container:
-    options = {"concurrent": {"concurrent": True}, "timeout": {"call_timeout": 30}}
-    return Container(**options.get(mode, {}))
-
-
-async def run(runner: Container | Session, handler: Callable[..., Any], mode: str) -> Any:
-    """Run *handler* the way *mode* says; "interpreter" is a multi-round call."""
-    if mode == "interpreter":
-        async with runner.call(rounds=True) as call:
-            return await call.run(handler)
-    return await runner.run(handler)
-
 
 SCOPES = [Scope.CALL, Scope.SESSION, Scope.APP]
 
