@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import random
 import socket
@@ -157,6 +158,11 @@ async def _start(stack: contextlib.AsyncExitStack, clients: int) -> dict[str, Li
     """Start every server with its clients, and verify each before anything is timed."""
     from mcp.client import Client
 
+    # Constructing an MCPServer in this process (other scenarios do) configures logging at
+    # INFO, and the SDK's HTTP client (httpx, or its fork httpx2) then logs every request:
+    # keep the progress output readable.
+    for name in ("httpx", "httpx2"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     live: dict[str, Live] = {}
     for variant in VARIANTS:
         url, pid = await stack.enter_async_context(_server(variant))

@@ -12,6 +12,7 @@ driver can verify the server before and after timing.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from typing import Any
 
@@ -130,6 +131,9 @@ def main() -> None:
 
     variant, port = sys.argv[1], int(sys.argv[2])
     app = build(variant)
+    # The server configures logging at INFO (session manager start and stop): only
+    # warnings reach the benchmark's output.
+    logging.getLogger().setLevel(logging.WARNING)
     uvicorn.run(
         app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
     )
