@@ -56,6 +56,26 @@ def test_import_does_not_need_mcp(tmp_path: Path) -> None:
     assert "resolvent imported without mcp" in proc.stdout
 
 
+# Standard-library modules `import resolvent` leaves alone: each serves one feature
+# (multi-round elicitation state, failure logging) and is imported when that feature
+# first runs, so a program that never uses it does not pay for it at start-up.
+_LAZY = ("hashlib", "json", "logging", "pydantic")
+
+
+def test_import_leaves_feature_modules_unloaded(tmp_path: Path) -> None:
+    code = f"import sys, resolvent; print(sorted(m for m in {_LAZY!r} if m in sys.modules))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", f"imported by `import resolvent`: {proc.stdout}"
+
+
 def _own_docstring(obj: object) -> str | None:
     """The docstring written for obj itself, not one Python generated or inherited."""
     doc = getattr(obj, "__doc__", None)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextvars
 import functools
 import itertools
-import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -117,6 +116,8 @@ class Rounds:
         """Decode untrusted state; anything malformed counts as no progress."""
         if not state or not isinstance(state, str) or len(state) > cls.MAX_STATE:
             return {}, {}
+        import json  # only a round that carries state; not paid by `import resolvent`
+
         try:
             data = _as_dict(json.loads(state))
         except ValueError:
@@ -160,6 +161,8 @@ class Rounds:
 
     def state(self) -> str:
         """The state to carry into the next round."""
+        import json
+
         return json.dumps(
             {"v": 1, "answers": self.persist, "asked": self.asking},
             sort_keys=True,

@@ -8,8 +8,6 @@ more outcome families (the SDK's `AcceptedElicitation` and friends) with
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
@@ -101,6 +99,9 @@ def as_outcome(value: Any) -> Outcome:
 
 def digest_json(payload: Any) -> str:
     """A short stable digest of a JSON-shaped value (ASCII-canonical)."""
+    import hashlib  # only elicitation digests; not paid by `import resolvent`
+    import json
+
     text = json.dumps(payload, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import enum
-import logging
 import math
 import sys
 import threading
@@ -29,7 +28,23 @@ if TYPE_CHECKING:
 
 __all__ = ("Exits", "InContext", "LiveScope", "Scope", "adopt", "in_thread")
 
-logger = logging.getLogger("resolvent")
+
+class _Logger:
+    """The ``resolvent`` logger, looked up when something fails.
+
+    Only failures nobody else receives are logged, so ``import resolvent`` does not pay
+    for importing :mod:`logging`. Records name the caller, as a plain logger's would.
+    """
+
+    __slots__ = ()
+
+    def error(self, msg: str, *args: object, exc_info: BaseException | None = None) -> None:
+        import logging
+
+        logging.getLogger("resolvent").error(msg, *args, exc_info=exc_info, stacklevel=2)
+
+
+logger = _Logger()
 
 # Resources whose setup and teardown must share one task (they may hold cancel scopes).
 _HELD = frozenset({Kind.ASYNC_GENERATOR, Kind.ASYNC_CONTEXT_MANAGER})
