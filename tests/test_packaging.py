@@ -76,6 +76,34 @@ def test_import_leaves_feature_modules_unloaded(tmp_path: Path) -> None:
     assert proc.stdout.strip() == "[]", f"imported by `import resolvent`: {proc.stdout}"
 
 
+# `import resolvent` defines its record classes without @dataclass, which compiles
+# several methods per class at import (about 1 ms each, a dozen classes).
+_FIND_DATACLASSES = """
+import sys, resolvent
+found = sorted(
+    f"{name}.{attr}"
+    for name, module in list(sys.modules.items())
+    if name == "resolvent" or name.startswith("resolvent.")
+    for attr, obj in vars(module).items()
+    if isinstance(obj, type) and "__dataclass_fields__" in vars(obj)
+)
+print(found)
+"""
+
+
+def test_import_compiles_no_dataclass(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _FIND_DATACLASSES],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", f"dataclasses built by `import resolvent`: {proc.stdout}"
+
+
 def _own_docstring(obj: object) -> str | None:
     """The docstring written for obj itself, not one Python generated or inherited."""
     doc = getattr(obj, "__doc__", None)

@@ -13,12 +13,12 @@ import re
 import types
 import typing
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
 from typing import Any, get_args, get_origin
 
 from ._errors import InvalidSignature, ResolventError
 from ._markers import Resolve, is_inline
 from ._plan import Input, Step
+from ._record import field, record
 from ._registry import Provider, Registry, read, resolver_key
 from ._scopes import Scope
 from ._signature import (
@@ -35,7 +35,7 @@ from ._typecheck import accepted_data, may_hold
 __all__ = ("NO_OVERRIDES", "Graph", "Overrides", "build_graph")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Overrides:
     """The overrides active in one context: immutable, one layer per open block.
 
@@ -59,7 +59,7 @@ class Overrides:
 NO_OVERRIDES = Overrides()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Graph:
     """What the compiler hands to code generation."""
 
@@ -70,7 +70,7 @@ class Graph:
     value_types: tuple[Any, ...]
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class _Node:
     provider: Provider
     key: Hashable

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ._questions import OutcomeFamily
+from ._record import field, record
 from ._scopes import Scope
 from ._signature import NO_DEFAULT, Kind, type_name
 
 __all__ = ("Input", "Plan", "Step")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Input:
     """Where one parameter's value comes from.
 
@@ -30,7 +30,7 @@ class Input:
     outcome: OutcomeFamily | None = None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@record(eq=False)
 class Step:
     """One resolver in the plan, with everything needed to run it."""
 
@@ -56,7 +56,7 @@ class Step:
         return self.kind is Kind.SYNC and not self.inline
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@record(eq=False)
 class Plan:
     """A function's dependency graph, compiled once into steps in topological order.
 

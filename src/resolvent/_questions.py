@@ -9,11 +9,11 @@ more outcome families (the SDK's `AcceptedElicitation` and friends) with
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from ._errors import InvalidAnswer, NotAccepted
 from ._markers import Elicit
+from ._record import record
 
 # pydantic (and the outcome models) load on first use, not at `import resolvent`: a
 # container that never asks a question never pays for them.
@@ -30,7 +30,7 @@ Asker: TypeAlias = "Callable[[str, type[BaseModel]], Awaitable[Any]]"
 """``async def asker(message, schema) -> ElicitationResult``: answers `Elicit` questions."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QuestionKind:
     """How one type of question is pinned, parsed and answered.
 
@@ -55,7 +55,7 @@ def register_question(cls: type, kind: QuestionKind) -> None:
     QUESTION_KINDS[cls] = kind
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class OutcomeFamily:
     """A set of outcome classes a consumer may annotate, and how to build them."""
 

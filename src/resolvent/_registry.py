@@ -5,10 +5,10 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Any
 
 from ._markers import is_inline
+from ._record import record
 from ._scopes import Scope
 from ._signature import NO_DEFAULT, FunctionInfo, read_function
 
@@ -31,7 +31,7 @@ def resolver_key(fn: Any) -> Hashable:
     return ("object", id(fn))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Provider:
     """A registered (or implicitly used) resolver and how it lives."""
 

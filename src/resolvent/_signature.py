@@ -27,12 +27,12 @@ from collections.abc import (
     Iterator,
     Mapping,
 )
-from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
 
 from ._errors import InvalidSignature
 from ._markers import Resolve
 from ._questions import OUTCOME_FAMILIES, QUESTION_KINDS, OutcomeFamily
+from ._record import record
 
 __all__ = ("FunctionInfo", "Kind", "Param", "read_function")
 
@@ -66,7 +66,7 @@ class Kind(enum.Enum):
         return self in (Kind.ASYNC, Kind.ASYNC_GENERATOR, Kind.ASYNC_CONTEXT_MANAGER)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Param:
     """One parameter as written.
 
@@ -86,7 +86,7 @@ class Param:
     default: Any
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FunctionInfo:
     """What one function shows: parameters, kind, provided type, whether it may ask."""
 
