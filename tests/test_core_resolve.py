@@ -5,12 +5,13 @@ string annotations could not see them.
 """
 
 import functools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 
+from modes import MODES, make_container
 from resolvent import Container, InvalidSignature, Resolve, ResolventError
 
 
@@ -169,6 +170,49 @@ async def test_root_default_is_used_when_caller_omits_it() -> None:
     assert await container.run(handler, limit=1) == 2
     async with container.call() as call:
         assert await call.resolve(container.compile(handler), {}) == {"doubled": 14}
+
+
+@pytest.mark.parametrize("mode", [*MODES, "resource"])
+async def test_call_arguments_reach_the_handler_exactly_as_given(mode: str) -> None:
+    """A route handler gets its own arguments as the caller passed them: in any order,
+    with a default left out, extras through its ``**kwargs``; one it does not take fails
+    in the handler's call as it would without the container."""
+    container = Container() if mode == "resource" else make_container(mode)
+
+    async def profile(user_id: str) -> str:
+        return f"profile:{user_id}"
+
+    async def profile_session(user_id: str) -> AsyncIterator[str]:
+        yield f"profile:{user_id}"  # a per-call resource: set up and torn down per call
+
+    found = profile_session if mode == "resource" else profile
+
+    async def handler(
+        user_id: str,
+        p: Annotated[str, Resolve(found)],
+        page: int = 1,
+        **filters: str,
+    ) -> tuple[str, str, int, dict[str, str]]:
+        return user_id, p, page, filters
+
+    async def call(fn: Callable[..., Any], **kwargs: Any) -> Any:
+        if mode == "interpreter":
+            async with container.call(rounds=True) as scope:
+                return await scope.run(fn, **kwargs)
+        return await container.run(fn, **kwargs)
+
+    assert await call(handler, page=3, user_id="u1") == ("u1", "profile:u1", 3, {})
+    assert await call(handler, user_id="u1") == ("u1", "profile:u1", 1, {})
+    got = await call(handler, user_id="u1", page=2, tag="x")
+    assert got == ("u1", "profile:u1", 2, {"tag": "x"})
+
+    async def strict(user_id: str, p: Annotated[str, Resolve(found)]) -> str:
+        return p
+
+    for kwargs in ({"user_id": "u1", "page": 2}, {"page": 2, "user_id": "u1"}):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'page'"):
+            await call(strict, **kwargs)
+    assert await call(strict, user_id="u1") == "profile:u1"
 
 
 async def test_resolver_default_used_when_not_a_call_argument() -> None:

@@ -242,7 +242,14 @@ class Container:
         # unless it is marked `inline`.
         threaded = graph.root.kind is Kind.SYNC and not is_inline(fn)
         run_fn = generate(
-            ref, graph.root.name, is_async, steps, graph.inputs, "run", root_threaded=threaded
+            ref,
+            graph.root.name,
+            is_async,
+            steps,
+            graph.inputs,
+            graph.arguments,
+            "run",
+            root_threaded=threaded,
         )[1]
         assert run_fn is not None
         plan = Plan(

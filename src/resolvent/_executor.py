@@ -538,6 +538,23 @@ def _root_spread(w: _Writer, inputs: tuple[Input, ...], steps: tuple[Step, ...],
     return f"**args, {root_kwargs}" if root_kwargs else "**args"
 
 
+def _root_call(
+    w: _Writer,
+    inputs: tuple[Input, ...],
+    steps: tuple[Step, ...],
+    root: str,
+    names: tuple[str, ...],
+) -> tuple[str, str]:
+    """The test, and the handler's arguments, for passing the call's arguments by name
+    when they are exactly its own (*names*): a ``**`` spread costs more than the rest of
+    a one-resolver call. Anything else is spread as given (`_root_spread`), so a missing
+    or unexpected argument fails in the handler's call as it would without a container."""
+    named = [f"{n}=args[{n!r}]" for n in names]
+    named += [f"{i.name}={_expr(w, i, steps, root)}" for i in inputs]
+    test = " and ".join([f"len(args) == {len(names)}", *(f"{n!r} in args" for n in names)])
+    return ("not args" if not names else test), ", ".join(named)
+
+
 def direct_shape(steps: tuple[Step, ...]) -> bool:
     """True if generated code can run *steps* without a call scope: every CALL resource
     is set up and torn down in the caller's task (async, or sync run inline)."""
@@ -554,6 +571,7 @@ def generate(
     root_is_async: bool,
     steps: tuple[Step, ...],
     inputs: tuple[Input, ...],
+    arguments: tuple[str, ...],
     variant: str,
     *,
     build: bool = True,
@@ -562,6 +580,7 @@ def generate(
     """Generate one function of a plan: ``run`` (resolves, then calls the function),
     ``direct`` (``run`` that also sets up and tears down the plan's CALL resources itself,
     with no call scope; see `direct_shape`) or ``resolve`` (returns the injected kwargs).
+    *arguments* are the names of the function's own parameters, which the caller passes.
     Returns its source and, with *build*, the compiled function; a failure inside it is
     mapped back to its step by line number.
     """
@@ -723,9 +742,12 @@ def generate(
             # A sync handler's thread is abandoned on cancellation like a resolver's
             # (see docs/concepts.md): the caller's own bound holds.
             call = f"await to_thread(partial(body, {spread}), abandon_on_cancel=True)"
+            w.emit(f"{pad}ret = {call}")
         else:
-            call = f"{'await ' if root_is_async else ''}body({spread})"
-        w.emit(f"{pad[4:]}    ret = {call}")
+            awaits = "await " if root_is_async else ""
+            test, named = _root_call(w, inputs, steps, root_name, arguments)
+            w.emit(f"{pad}if {test}: ret = {awaits}body({named})")
+            w.emit(f"{pad}else: ret = {awaits}body({spread})")
     if direct:
         # The call's exception (a resolver's, mapped, or the handler's) is thrown into
         # each finalizer, as `async with call` would; their own errors become notes.

@@ -119,8 +119,10 @@ class Plan:
             direct.append(function)
         return direct[0]
 
-    def _shape(self) -> tuple[str, bool, tuple[Step, ...], tuple[Input, ...]]:
-        return self.name, self.fn_is_async, self.steps, self.inputs
+    def _shape(
+        self,
+    ) -> tuple[str, bool, tuple[Step, ...], tuple[Input, ...], tuple[str, ...]]:
+        return self.name, self.fn_is_async, self.steps, self.inputs, self.arguments
 
     def path_to(self, index: int) -> str:
         """How the plan reaches step *index*: ``root.param -> resolver.param -> ...``."""
