@@ -113,7 +113,8 @@ class Container:
         self._warm: tuple[Callable[..., Any], ...] = tuple(warm)
         self._value_types: tuple[type, ...] = tuple(values)
         self._plans: OrderedDict[Hashable, Plan] = OrderedDict()  # LRU
-        self._ready: dict[Any, Plan] = {}  # fn -> plan that `run` may start directly
+        # fn -> what `run` calls to start its checked plan directly (see `_start`)
+        self._ready: dict[Any, Callable[..., Coroutine[Any, Any, Any]]] = {}
         # Overrides live in a context variable: a block applies to the task that entered
         # it and the tasks that task starts. `_overridden` counts open blocks in every
         # context, so the hot path reads the variable only while some block is open.
@@ -499,17 +500,12 @@ class Container:
                 `call(values=...)`).
         """
         try:
-            plan = self._ready.get(fn)
+            start = self._ready.get(fn)
         except TypeError:  # an unhashable callable object
-            plan = None
-        if plan is not None and (not self._overridden or self._override_var.get() is None):
-            # The hot path: a checked plan with no SESSION steps; the scope object is
-            # skipped too when the plan has no CALL resources and asks nothing.
-            if plan.needs_call:
-                return self._run_in_call(plan, kwargs)
-            started: Coroutine[Any, Any, Any] = plan.run_fn(
-                kwargs, EMPTY, None, self._app, None, fn
-            )
+            start = None
+        if start is not None and (not self._overridden or self._override_var.get() is None):
+            # The hot path: a checked plan with no SESSION steps, started as `_start` says.
+            started: Coroutine[Any, Any, Any] = start(kwargs, EMPTY, None, self._app, None, fn)
             return started
         return self._run(fn, kwargs)
 
@@ -521,30 +517,37 @@ class Container:
         if self.concurrent or self.call_timeout is not None:
             async with self.call() as call:
                 return await call.run(plan, **kwargs)
+        start = self._start(plan)
         if Scope.SESSION not in plan.scopes and plan.overrides is None:
             ready = self._ready
             with contextlib.suppress(TypeError):
                 if len(ready) >= _MAX_PLANS and fn not in ready:
                     del ready[next(iter(ready))]  # bounded: a miss only costs a lookup
-                ready[fn] = plan
-        if plan.needs_call:
-            return await self._run_in_call(plan, kwargs)
-        return await plan.run_fn(kwargs, EMPTY, None, self._app, None, fn)
+                ready[fn] = start
+        return await start(kwargs, EMPTY, None, self._app, None, fn)
 
-    def _run_in_call(self, plan: Plan, kwargs: dict[str, Any]) -> Coroutine[Any, Any, Any]:
-        """Run a checked plan that has CALL resources: by its ``direct`` code, which sets
-        them up and tears them down itself, if every one allows it (see `direct_shape`)."""
+    def _start(self, plan: Plan) -> Callable[..., Coroutine[Any, Any, Any]]:
+        """What `run` calls, with the generated code's arguments, to start a checked
+        *plan*: that code itself, with no scope object, when the plan has no CALL
+        resources or sets them all up and tears them down itself (``direct``, see
+        `direct_shape`); else the code in a call scope."""
+        if not plan.needs_call:
+            return plan.run_fn
         direct = plan.direct_fn
-        if direct is not None:
-            started: Coroutine[Any, Any, Any] = direct(
-                kwargs, EMPTY, None, self._app, None, plan.fn
-            )
-            return started
-        return self._run_in_scope(plan, kwargs)
+        return direct if direct is not None else functools.partial(self._run_in_scope, plan)
 
-    async def _run_in_scope(self, plan: Plan, kwargs: dict[str, Any]) -> Any:
-        async with Call(self, None, None, None, False, False, None, None) as call:
-            return await plan.run_fn(kwargs, EMPTY, call, self._app, None, plan.fn)
+    async def _run_in_scope(
+        self,
+        plan: Plan,
+        args: dict[str, Any],
+        values: Any,
+        call: Any,
+        app: LiveScope | None,
+        session: Any,
+        body: Callable[..., Any],
+    ) -> Any:
+        async with Call(self, None, None, None, False, False, None, None) as scope:
+            return await plan.run_fn(args, values, scope, app, session, body)
 
     def _refuse_values(self, plan: Plan) -> None:
         """`run` supplies no framework values: say which parameter needs one, and how."""
