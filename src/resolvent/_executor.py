@@ -23,14 +23,14 @@ from ._scopes import (
     LiveScope,
     Scope,
     adopt,
-    close_guarded,
+    close_now,
     enter,
-    guard_scope,
     in_thread,
     keep,
     open_resource,
     settle,
 )
+from ._shield import begin
 from ._signature import NO_DEFAULT, Kind, type_name
 
 if TYPE_CHECKING:
@@ -599,9 +599,9 @@ def generate(
         to_thread=anyio.to_thread.run_sync,
         fail=_fail,
         PLAN=plan_ref,
-        guard_scope=guard_scope,
+        begin=begin,
         open_=open_resource,
-        close_guarded=close_guarded,
+        close_now=close_now,
         settle=settle,
     )
     root_name = name
@@ -681,7 +681,7 @@ def generate(
             continue
         if step.kind.is_resource:
             factory = f"{'await ' if step.awaits else ''}{fn}({call_args})"
-            if direct:  # set up here; torn down by `close_guarded` below
+            if direct:  # set up here; torn down by `close_now` below
                 body.append((f"r{step.index} = {factory}", step.index))
                 if step.kind is Kind.ASYNC_GENERATOR:
                     body.append((f"try: {v} = await r{step.index}.__anext__()", step.index))
@@ -710,7 +710,7 @@ def generate(
         # As a call scope does (see `Exits`): a cancel scope entered below every resource
         # is shielded for the teardown, so a provider's own scopes are left in order.
         w.emit("    exits = []")
-        w.emit("    guard = guard_scope().__enter__()")
+        w.emit("    guard = begin()")
         w.emit("    try:")
     w.emit(f"{pad}try:")
     opened = len(w.lines)
@@ -752,10 +752,13 @@ def generate(
         # The call's exception (a resolver's, mapped, or the handler's) is thrown into
         # each finalizer, as `async with call` would; their own errors become notes.
         w.emit("    except BaseException as exc:")
-        w.emit("        settle(exc, await close_guarded(exits, exc, guard))")
+        w.emit("        left = close_now(exits, exc, guard)")
+        w.emit("        if left is not None: settle(exc, await left)")
         w.emit("        raise")
-        w.emit("    errors = await close_guarded(exits, None, guard)")
-        w.emit("    if errors: settle(None, errors)")
+        w.emit("    left = close_now(exits, None, guard)")
+        w.emit("    if left is not None:")
+        w.emit("        errors = await left")
+        w.emit("        if errors: settle(None, errors)")
     if variant != "resolve":
         w.emit("    return ret")
     source = "\n".join(w.lines) + "\n"

@@ -8,7 +8,7 @@ import enum
 import math
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -17,6 +17,7 @@ import anyio.to_thread
 
 from ._errors import ResolventError
 from ._questions import QUESTION_KINDS
+from ._shield import insert, outer_cancelled, resume
 from ._signature import Kind
 
 if TYPE_CHECKING:
@@ -756,9 +757,12 @@ async def close_resources(
 async def close_guarded(
     exits: list[tuple[Step, Any]], exc: BaseException | None, guard: Any
 ) -> list[BaseException]:
-    """`close_resources` under *guard*, a cancel scope entered below every resource (as a
-    call scope's `Exits` does): shield it, close, leave it. For generated code, so an
-    async generator's teardown is driven here rather than through `_finalize`."""
+    """`close_resources` for generated code, which sets resources up itself.
+
+    *guard* comes from `_shield.begin` before the first setup: a cancel scope entered below
+    every resource (as a call scope's `Exits` does), shielded here for the teardown; or,
+    on asyncio, a mark where that scope goes once a finalizer needs it (`resolvent._shield`).
+    """
     guard.shield = True
     errors: list[BaseException] = []
     try:
@@ -782,6 +786,111 @@ async def close_guarded(
     finally:
         guard.__exit__(None, None, None)
     return errors
+
+
+def close_now(
+    exits: list[tuple[Step, Any]], exc: BaseException | None, guard: Any
+) -> Coroutine[Any, Any, list[BaseException]] | None:
+    """Close what closes without suspending, for generated code; None if that was all.
+
+    Otherwise returns what closes the rest, which returns the errors. *guard* comes from
+    `resolvent._shield.begin` before the first setup: on asyncio a mark where the teardown
+    shield goes once a finalizer needs it (see `resolvent._shield`); else a cancel scope
+    entered below every resource (as a call scope's `Exits` does), for `close_guarded`.
+    """
+    if guard.__class__ is not tuple:
+        return close_guarded(exits, exc, guard)
+    mark = guard[0]
+    while exits:
+        step, obj = exits[-1]
+        if step.kind is not Kind.ASYNC_GENERATOR or outer_cancelled(mark):
+            return _close_lazy(exits, exc, mark, None)
+        del exits[-1]
+        finalizer = obj.__anext__() if exc is None else obj.athrow(exc)
+        try:
+            pending = finalizer.send(None)
+        except StopAsyncIteration:  # closed; it cannot have been cancelled: it never suspended
+            continue
+        except BaseException as error:
+            return _close_lazy(exits, exc, mark, (step, obj, None, error))
+        return _close_lazy(exits, exc, mark, (step, obj, finalizer, pending))
+    return None
+
+
+async def _close_lazy(
+    exits: list[tuple[Step, Any]],
+    exc: BaseException | None,
+    mark: Any,
+    started: tuple[Step, Any, Any, Any] | None,
+) -> list[BaseException]:
+    """The rest of `close_now`: the shield goes in at *mark* once a finalizer needs it.
+
+    *started* is a generator finalizer that `close_now` began: ``(step, generator,
+    finalizer, pending)`` if it suspended on *pending*, ``(step, generator, None, error)``
+    if it raised *error* (StopIteration: it yielded again).
+    """
+    errors: list[BaseException] = []
+    shield: Any = None
+    try:
+        if started is not None:
+            step, obj, finalizer, got = started
+            try:
+                if finalizer is None:
+                    if got.__class__ is not StopIteration:
+                        raise got
+                else:
+                    # It suspends: shield it before the loop can deliver a cancellation,
+                    # unless it has itself just cancelled a scope around the call.
+                    if not outer_cancelled(mark):
+                        shield = insert(mark)
+                    await resume(finalizer, got)
+                await obj.aclose()
+                raise RuntimeError(_YIELDED_TWICE.format(step.name))
+            except BaseException as error:
+                _failed(step, error, exc, errors)
+        while exits:
+            step, obj = exits.pop()
+            generator = step.kind is Kind.ASYNC_GENERATOR
+            try:
+                if generator:
+                    finalizer = obj.__anext__() if exc is None else obj.athrow(exc)
+                else:
+                    finalizer = _finalize(step, obj, exc)
+                if shield is None and outer_cancelled(mark):
+                    shield = insert(mark)
+                if shield is not None:
+                    await finalizer
+                else:
+                    try:
+                        pending = finalizer.send(None)
+                    except StopIteration:  # done without suspending (a generator: yielded)
+                        pass
+                    else:
+                        if not outer_cancelled(mark):
+                            shield = insert(mark)
+                        await resume(finalizer, pending)
+                if generator:  # it yielded again
+                    await obj.aclose()
+                    raise RuntimeError(_YIELDED_TWICE.format(step.name))
+            except BaseException as error:
+                _failed(step, error, exc, errors)
+    finally:
+        if shield is not None:
+            shield.__exit__(None, None, None)
+    return errors
+
+
+def _failed(
+    step: Step, error: BaseException, exc: BaseException | None, errors: list[BaseException]
+) -> None:
+    """Record a generator finalizer's outcome: closed (StopAsyncIteration), the call's
+    own *exc* coming back, or an error of its own (logged and collected)."""
+    if error.__class__ is StopAsyncIteration and step.kind is Kind.ASYNC_GENERATOR:
+        return
+    if exc is not None and _only(error, exc):
+        return
+    logger.error("resolvent: teardown of %s failed", step.name, exc_info=error)
+    errors.append(error)
 
 
 _YIELDED_TWICE = "{} yielded more than once; a provider yields exactly one value"

@@ -1,0 +1,181 @@
+"""The teardown shield of a call: free until a finalizer suspends.
+
+Every finalizer of a call must run to completion, even when the call is cancelled. A call
+scope does this with a cancel scope entered *below* every resource (before any setup) and
+shielded for the teardown: a provider may hold a cancel scope of its own (a task group)
+across its ``yield``, and only a scope entered before it is left in order after it.
+
+Entering and leaving that scope costs more than a whole call with one resource. On asyncio
+`container.run` therefore only records where it would have been entered (the *mark*: the
+task's innermost anyio cancel scope when the call starts) and puts the shield there when it
+is first needed:
+
+- before a finalizer starts, if a cancellation from outside the call is in effect;
+- otherwise the finalizer's first step runs directly, and if it finishes without
+  suspending (the common case) no scope is ever made. Nothing can be delivered to a task
+  before it suspends, so running that step unshielded changes nothing;
+- if it suspends, the shield goes in before that suspension reaches the event loop.
+
+The shield is made a child of the mark, below any scope a provider still holds, exactly
+where the eagerly entered scope would be. anyio has no public way to do that, so it links
+the scope into anyio's asyncio scope tree as ``CancelScope.__enter__`` would have done at
+the mark. `available` checks that tree has the shape this relies on; without it (another
+anyio), the eager scope is used. On trio the eager scope is trio's own cancel scope.
+
+One difference remains: a finalizer that itself cancels a scope *around its call* before
+it first suspends is not shielded from that cancellation (shielding it then would make a
+``checkpoint_if_cancelled`` it is already inside spin forever). Finalizers after it are.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+from weakref import ref as _ref
+from collections.abc import Callable, Generator
+from typing import Any
+
+__all__ = ("available", "begin", "insert", "outer_cancelled", "resume")
+
+_backend: Any = None  # anyio's asyncio backend module, once checked
+_ok: bool | None = None  # whether the backend has the shape `insert` relies on
+_NO_STATE: Any = object()  # the mark of a task anyio has no state for yet
+_current_tasks: dict[Any, Any] = {}  # asyncio's running task by loop
+_states: dict[Any, Any] = {}  # anyio's task states, by weak reference to the task
+_get_ident = threading.get_ident
+_loop: Any = None  # the loop last seen running (in any thread)
+
+
+def available() -> bool:
+    """True if lazy shields work with the installed anyio (checked once)."""
+    global _ok, _backend, _current_tasks, _states
+    if _ok is None:
+        try:
+            import asyncio.tasks
+
+            from anyio._backends import _asyncio as backend
+
+            probe = backend.CancelScope(shield=True)
+            for name in (
+                "_active",
+                "_cancel_called",
+                "_cancelling_at_enter",
+                "_child_scopes",
+                "_host_task",
+                "_parent_scope",
+                "_shield",
+                "_tasks",
+            ):
+                getattr(probe, name)
+            if "cancel_scope" not in backend.TaskState.__slots__:
+                raise AttributeError("TaskState.cancel_scope")
+            _states = backend._task_states.data  # pyright: ignore[reportPrivateUsage]
+            _current_tasks = asyncio.tasks._current_tasks  # pyright: ignore[reportPrivateUsage]
+            _backend = backend
+            _ok = True
+        except (ImportError, AttributeError, TypeError):
+            _ok = False
+    return _ok
+
+
+def begin() -> Any:
+    """The mark of a call about to set resources up: a 1-tuple (lazy, asyncio), or an
+    entered cancel scope to shield at teardown (trio, or an anyio without the shape)."""
+    loop = _loop
+    # A loop runs in one thread at a time: if the last one seen runs in this thread, it
+    # is the running loop (asking asyncio costs a system call, to check the process id).
+    if loop is None or loop._thread_id != _get_ident():
+        loop = _running()
+        if loop is None:
+            return _eager()
+    state = _states.get(_ref(_current_tasks[loop]))
+    return (_NO_STATE if state is None else state.cancel_scope,)
+
+
+def _task() -> Any:
+    loop = _loop
+    if loop is None or loop._thread_id != _get_ident():
+        loop = _running()
+    return _current_tasks[loop]
+
+
+def _running() -> Any:
+    """The running asyncio loop, remembered for `begin`; None on trio (or without the
+    shape `available` checks)."""
+    global _loop
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None or not available():
+        return None
+    loop = asyncio._get_running_loop()  # pyright: ignore[reportPrivateUsage]
+    if loop is not None and isinstance(getattr(loop, "_thread_id", None), int):
+        _loop = loop
+    return loop
+
+
+def _eager() -> Any:
+    from ._scopes import guard_scope
+
+    return guard_scope().__enter__()
+
+
+def outer_cancelled(mark: Any) -> bool:
+    """True if a cancellation is in effect at *mark*: one from outside the call."""
+    scope = mark
+    while scope is not None and scope is not _NO_STATE:
+        if scope._cancel_called:
+            return True
+        if scope._shield:
+            return False
+        scope = scope._parent_scope
+    return False
+
+
+def insert(mark: Any) -> Any:
+    """Enter a shielded cancel scope as a child of *mark*, below the scopes still open
+    above it; the caller exits it (``__exit__``) once every finalizer is done."""
+    assert _backend is not None
+    shield = _backend.CancelScope(shield=True)
+    task = _task()
+    state = _states.get(_ref(task))
+    inner = None if state is None else state.cancel_scope
+    at = None if mark is _NO_STATE else mark
+    above = inner
+    while above is not None and above is not at and above._parent_scope is not at:
+        above = above._parent_scope
+    if above is None or above is at:  # nothing open above the mark: an ordinary enter
+        return shield.__enter__()
+    # What `__enter__` would have done at the mark; then `above` moves under the shield.
+    # The task stays in its innermost scope's task set, as it is when a scope is open.
+    shield._host_task = task
+    shield._parent_scope = at
+    shield._active = True
+    shield._cancelling_at_enter = task.cancelling()
+    if at is not None:
+        at._child_scopes.discard(above)
+        at._child_scopes.add(shield)
+    above._parent_scope = shield
+    shield._child_scopes.add(above)
+    return shield
+
+
+@types.coroutine
+def resume(step: Any, pending: Any) -> Generator[Any, Any, Any]:
+    """Go on with *step*, an awaitable already started that suspended on *pending*: hand
+    *pending* to the event loop, then drive *step* to its end."""
+    while True:
+        try:
+            sent = yield pending
+        except GeneratorExit:
+            step.close()
+            raise
+        except BaseException as error:
+            try:
+                pending = step.throw(error)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                pending = step.send(sent)
+            except StopIteration as stop:
+                return stop.value
