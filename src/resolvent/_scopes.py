@@ -344,7 +344,8 @@ _running_loop: Callable[[], object] | None = None
 
 
 def guard_scope() -> Any:
-    """A new cancel scope of the running backend (what ``anyio.CancelScope()`` makes).
+    """A new cancel scope of the running backend (what ``anyio.CancelScope()`` makes,
+    or on trio trio's own scope, which anyio's wraps).
 
     Without anyio's backend lookup on every construction, which costs more than
     entering and leaving the scope: a call with a resource makes one per call.
@@ -354,13 +355,18 @@ def guard_scope() -> Any:
     if running_loop is None:
         asyncio = sys.modules.get("asyncio")
         if asyncio is None:  # no asyncio loop can be running
-            return anyio.CancelScope()
+            return _other_scope()
         running_loop = _running_loop = asyncio._get_running_loop
     if running_loop() is None:
-        return anyio.CancelScope()  # trio
+        return _other_scope()
     if _asyncio_scope is None:
         _asyncio_scope = type(anyio.CancelScope())
     return _asyncio_scope()
+
+
+def _other_scope() -> Any:
+    trio = sys.modules.get("trio")  # anyio's only other backend
+    return anyio.CancelScope() if trio is None else trio.CancelScope()
 
 
 def _spawn(fn: Callable[[], Awaitable[None]]) -> None:
@@ -803,7 +809,7 @@ def close_now(
     mark = guard[0]
     while exits:
         step, obj = exits[-1]
-        if step.kind is not Kind.ASYNC_GENERATOR or outer_cancelled(mark):
+        if step.kind is not Kind.ASYNC_GENERATOR or (mark is not None and outer_cancelled(mark)):
             return _close_lazy(exits, exc, mark, None)
         del exits[-1]
         finalizer = obj.__anext__() if exc is None else obj.athrow(exc)

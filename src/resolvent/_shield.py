@@ -32,15 +32,16 @@ from __future__ import annotations
 import sys
 import threading
 import types
-from weakref import ref as _ref
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from typing import Any
+from weakref import ref as _ref
 
 __all__ = ("available", "begin", "insert", "outer_cancelled", "resume")
 
 _backend: Any = None  # anyio's asyncio backend module, once checked
 _ok: bool | None = None  # whether the backend has the shape `insert` relies on
-_NO_STATE: Any = object()  # the mark of a task anyio has no state for yet
+_NO_SCOPE = (None,)  # the mark of a task in no anyio cancel scope
+_last: tuple[Any, Any] = (None, None)  # the task `begin` last saw, and its anyio state
 _current_tasks: dict[Any, Any] = {}  # asyncio's running task by loop
 _states: dict[Any, Any] = {}  # anyio's task states, by weak reference to the task
 _get_ident = threading.get_ident
@@ -70,11 +71,12 @@ def available() -> bool:
                 getattr(probe, name)
             if "cancel_scope" not in backend.TaskState.__slots__:
                 raise AttributeError("TaskState.cancel_scope")
-            _states = backend._task_states.data  # pyright: ignore[reportPrivateUsage]
-            _current_tasks = asyncio.tasks._current_tasks  # pyright: ignore[reportPrivateUsage]
+            states: Any = vars(backend)["_task_states"]
+            _states = states.data  # the WeakKeyDictionary's own dict, by weak reference
+            _current_tasks = vars(asyncio.tasks)["_current_tasks"]
             _backend = backend
             _ok = True
-        except (ImportError, AttributeError, TypeError):
+        except (ImportError, AttributeError, KeyError, TypeError):
             _ok = False
     return _ok
 
@@ -82,6 +84,7 @@ def available() -> bool:
 def begin() -> Any:
     """The mark of a call about to set resources up: a 1-tuple (lazy, asyncio), or an
     entered cancel scope to shield at teardown (trio, or an anyio without the shape)."""
+    global _last
     loop = _loop
     # A loop runs in one thread at a time: if the last one seen runs in this thread, it
     # is the running loop (asking asyncio costs a system call, to check the process id).
@@ -89,8 +92,17 @@ def begin() -> Any:
         loop = _running()
         if loop is None:
             return _eager()
-    state = _states.get(_ref(_current_tasks[loop]))
-    return (_NO_STATE if state is None else state.cancel_scope,)
+    task = _current_tasks[loop]
+    last = _last
+    if last[0] is task:  # a task keeps its anyio state object for as long as it runs
+        state = last[1]
+    else:
+        state = _states.get(_ref(task))
+        if state is None:
+            return _NO_SCOPE
+        _last = (task, state)
+    scope = state.cancel_scope
+    return _NO_SCOPE if scope is None else (scope,)
 
 
 def _task() -> Any:
@@ -103,12 +115,17 @@ def _task() -> Any:
 def _running() -> Any:
     """The running asyncio loop, remembered for `begin`; None on trio (or without the
     shape `available` checks)."""
-    global _loop
+    global _loop, _ok
     asyncio = sys.modules.get("asyncio")
     if asyncio is None or not available():
         return None
     loop = asyncio._get_running_loop()  # pyright: ignore[reportPrivateUsage]
-    if loop is not None and isinstance(getattr(loop, "_thread_id", None), int):
+    if loop is None:
+        return None
+    if _current_tasks.get(loop) is not asyncio.current_task(loop):  # not where asyncio keeps it
+        _ok = False
+        return None
+    if isinstance(getattr(loop, "_thread_id", None), int):
         _loop = loop
     return loop
 
@@ -122,7 +139,7 @@ def _eager() -> Any:
 def outer_cancelled(mark: Any) -> bool:
     """True if a cancellation is in effect at *mark*: one from outside the call."""
     scope = mark
-    while scope is not None and scope is not _NO_STATE:
+    while scope is not None:
         if scope._cancel_called:
             return True
         if scope._shield:
@@ -139,7 +156,7 @@ def insert(mark: Any) -> Any:
     task = _task()
     state = _states.get(_ref(task))
     inner = None if state is None else state.cancel_scope
-    at = None if mark is _NO_STATE else mark
+    at = mark
     above = inner
     while above is not None and above is not at and above._parent_scope is not at:
         above = above._parent_scope

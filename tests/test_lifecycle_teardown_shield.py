@@ -1,0 +1,309 @@
+"""Property: `container.run` tears its CALL resources down with the same guarantee as a
+call scope (``async with container.call()``), whose shield is a cancel scope entered
+before any setup. On asyncio `run` puts that shield in only once a finalizer suspends.
+
+Random chains of resources (async generators and async context-manager classes), each
+holding nothing, a task group, a cancel scope or a deadline across its ``yield``, with
+teardowns that check for cancellation in every way anyio offers (checkpoints, a lock,
+``checkpoint_if_cancelled``, a scope of their own, work after leaving the held scope),
+cancel what they hold, wait while the caller is cancelled from another task, cancel the
+caller themselves, or fail; the handler returns, raises or is cancelled. Each case runs
+through `container.run` and through a call scope, on asyncio and trio: every finalizer
+must run to its end, in reverse order, and both ways must agree on everything that
+happened and on what the caller saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Annotated, Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from resolvent import Container, Resolve
+
+SHAPES = ("generator", "context manager")
+HOLDS = ("nothing", "task group", "cancel scope", "deadline")
+ACTIONS = (
+    "checkpoint",
+    "sleep",
+    "lock",
+    "checkpoint if cancelled",
+    "own scope",
+    "cancel own hold",
+    "caller cancelled meanwhile",
+    "cancel caller",
+)
+BODIES = ("returns", "raises", "is cancelled")
+
+
+class BodyError(Exception):
+    pass
+
+
+class TeardownError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Resource:
+    shape: str
+    hold: str
+    inside: tuple[str, ...]  # teardown within the held scope
+    after: tuple[str, ...]  # teardown after leaving it
+    fails: bool
+
+
+resources = st.builds(
+    Resource,
+    shape=st.sampled_from(SHAPES),
+    hold=st.sampled_from(HOLDS),
+    inside=st.lists(st.sampled_from(ACTIONS), max_size=3).map(tuple),
+    after=st.lists(st.sampled_from(ACTIONS), max_size=3).map(tuple),
+    fails=st.booleans(),
+)
+
+
+class Entered:
+    """An async context-manager class around a resource's generator."""
+
+    def __init__(self, manager: AbstractAsyncContextManager[int]) -> None:
+        self.manager = manager
+
+    async def __aenter__(self) -> int:
+        return await self.manager.__aenter__()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        return await self.manager.__aexit__(kind, error, traceback)
+
+
+class World:
+    """One run's providers, handler and record of what happened."""
+
+    def __init__(self, specs: Sequence[Resource], body: str) -> None:
+        self.specs = specs
+        self.body = body
+        self.events: list[str] = []
+        self.caller: anyio.CancelScope | None = None
+        self.in_body = anyio.Event()
+        self.held: dict[int, anyio.CancelScope] = {}
+        self.wanted = anyio.Event()  # a finalizer wants the caller cancelled meanwhile
+        self.done = anyio.Event()  # ... and it was
+
+    @asynccontextmanager
+    async def hold(self, index: int, spec: Resource) -> AsyncIterator[None]:
+        if spec.hold == "task group":
+            async with anyio.create_task_group() as group:
+                # A child that is done by the yield: on asyncio a child cancelled with
+                # the caller cancels its group too, shield or not (see RELIABILITY.md).
+                await group.start(started)
+                self.held[index] = group.cancel_scope
+                yield
+        elif spec.hold in ("cancel scope", "deadline"):
+            with (
+                anyio.CancelScope()
+                if spec.hold == "cancel scope"
+                else anyio.move_on_after(60) as scope
+            ):
+                self.held[index] = scope
+                yield
+        else:
+            yield
+
+    async def act(self, index: int, action: str) -> None:
+        if action == "checkpoint":
+            await anyio.lowlevel.checkpoint()
+        elif action == "sleep":
+            await anyio.sleep(0)
+        elif action == "lock":
+            async with anyio.Lock():
+                await anyio.lowlevel.checkpoint()
+        elif action == "checkpoint if cancelled":
+            await anyio.lowlevel.checkpoint_if_cancelled()
+        elif action == "own scope":
+            with anyio.CancelScope():
+                await anyio.lowlevel.checkpoint()
+        elif action == "cancel own hold":
+            if index in self.held:
+                self.held[index].cancel()
+            await anyio.lowlevel.checkpoint()
+        elif action == "caller cancelled meanwhile":
+            assert self.caller is not None
+            if self.caller.cancel_called:
+                await anyio.lowlevel.checkpoint()
+            else:  # suspended here while another task cancels the caller
+                self.wanted.set()
+                await self.done.wait()
+        else:
+            # After a checkpoint: a finalizer that cancels its own caller before it
+            # first suspends is not shielded from that (see resolvent._shield).
+            await anyio.lowlevel.checkpoint()
+            assert self.caller is not None
+            self.caller.cancel()
+        self.events.append(f"{index}: {action}")
+
+    def generator(self, index: int) -> Callable[[int], AsyncIterator[int]]:
+        spec = self.specs[index]
+
+        async def resource(dep: int) -> AsyncIterator[int]:
+            self.events.append(f"open {index}")
+            try:
+                async with self.hold(index, spec):
+                    try:
+                        yield index
+                    finally:
+                        for action in spec.inside:
+                            await self.act(index, action)
+            finally:
+                for action in spec.after:
+                    await self.act(index, action)
+                self.events.append(f"closed {index}")
+                if spec.fails:
+                    raise TeardownError(index)
+
+        return resource
+
+    def provider(self, index: int) -> Callable[..., Any]:
+        previous = self.providers[index - 1] if index else origin
+        dep = Annotated[int, Resolve(previous)]
+        generator = self.generator(index)
+        if self.specs[index].shape == "generator":
+            generator.__annotations__ = {"dep": dep, "return": AsyncIterator[int]}
+            return generator
+
+        async def entered(dep: int) -> Entered:
+            return Entered(asynccontextmanager(generator)(dep))
+
+        entered.__annotations__ = {"dep": dep, "return": Entered}
+        return entered
+
+    def build(self) -> Callable[..., Awaitable[int]]:
+        self.providers: list[Callable[..., Any]] = []
+        for index in range(len(self.specs)):
+            self.providers.append(self.provider(index))
+
+        async def handler(last: int) -> int:
+            if self.body == "raises":
+                raise BodyError
+            if self.body == "is cancelled":
+                self.in_body.set()
+                await anyio.sleep_forever()
+            return last
+
+        handler.__annotations__ = {
+            "last": Annotated[int, Resolve(self.providers[-1])],
+            "return": int,
+        }
+        return handler
+
+    async def cancel_when_wanted(self, *, task_status: Any) -> None:
+        with anyio.CancelScope() as scope:
+            task_status.started(scope)
+            await self.wanted.wait()
+            assert self.caller is not None
+            self.caller.cancel()
+            self.done.set()
+
+
+async def started(*, task_status: Any) -> None:
+    await anyio.lowlevel.checkpoint()
+    task_status.started()
+
+
+async def origin() -> int:
+    return -1
+
+
+async def attempt(specs: Sequence[Resource], body: str, way: str) -> tuple[list[str], str]:
+    """Run one call; return what happened and what the caller saw."""
+    world = World(specs, body)
+    handler = world.build()
+    container = Container()
+    outcome: list[BaseException] = []
+
+    async def call(helper: anyio.CancelScope) -> None:
+        try:
+            if way == "run":
+                await container.run(handler)
+            else:
+                async with container.call() as scope:
+                    await scope.run(handler)
+        except Exception as exc:
+            outcome.append(exc)
+        finally:
+            helper.cancel()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            world.caller = group.cancel_scope
+            helper = await group.start(world.cancel_when_wanted)
+            group.start_soon(call, helper)
+            if body == "is cancelled":
+                await world.in_body.wait()
+                group.cancel_scope.cancel()
+    seen = "cancelled" if group.cancel_scope.cancelled_caught else "returned"
+    for error in outcome:
+        notes = getattr(error, "__notes__", [])
+        seen = f"{type(error).__name__} with {len(notes)} note(s)"
+    return world.events, seen
+
+
+def expected_actions(spec: Resource) -> list[str]:
+    """What a finalizer does when nothing outside it interrupts it: all of it, but for
+    the held scope's rest once it cancelled what it holds."""
+    inside = list(spec.inside)
+    if "cancel own hold" in inside and spec.hold != "nothing":
+        inside = inside[: inside.index("cancel own hold")]
+    return [*inside, *spec.after]
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(specs=st.lists(resources, min_size=1, max_size=3), body=st.sampled_from(BODIES))
+async def test_run_tears_down_like_a_call_scope_even_when_cancelled(
+    specs: list[Resource], body: str
+) -> None:
+    events, seen = await attempt(specs, body, "run")
+    # Every finalizer ran to its end, in reverse order of setup, whatever was cancelled.
+    assert [e for e in events if e.startswith("open")] == [f"open {i}" for i in range(len(specs))]
+    closed = [e for e in events if e.startswith("closed")]
+    assert closed == [f"closed {i}" for i in reversed(range(len(specs)))]
+    for index, spec in enumerate(specs):
+        done = [e.split(": ")[1] for e in events if e.startswith(f"{index}: ")]
+        assert done == expected_actions(spec)
+    # And exactly as a call scope, whose shield is entered before any setup, does it.
+    assert (events, seen) == await attempt(specs, body, "call scope")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+async def test_a_finalizer_waiting_while_the_caller_is_cancelled_finishes(shape: str) -> None:
+    """The plain case the property covers, spelled out: a teardown that suspends, and
+    the request is cancelled by another task meanwhile (a client gone)."""
+    spec = Resource(shape, "task group", ("caller cancelled meanwhile", "sleep"), ("lock",), False)
+    events, _ = await attempt([spec, spec], "returns", "run")
+    assert [e for e in events if not e.startswith("open")] == [
+        "1: caller cancelled meanwhile",
+        "1: sleep",
+        "1: lock",
+        "closed 1",
+        "0: caller cancelled meanwhile",
+        "0: sleep",
+        "0: lock",
+        "closed 0",
+    ]
