@@ -7,7 +7,8 @@ holding nothing, a task group, a cancel scope or a deadline across its ``yield``
 teardowns that check for cancellation in every way anyio offers (checkpoints, a lock,
 ``checkpoint_if_cancelled``, a scope of their own, work after leaving the held scope),
 cancel what they hold, wait while the caller is cancelled from another task, cancel the
-caller themselves, or fail; the handler returns, raises or is cancelled. Each case runs
+caller themselves, or fail; the handler returns, raises, is cancelled, or cancels the
+caller and returns. Each case runs
 through `container.run` and through a call scope, on asyncio and trio: every finalizer
 must run to its end, in reverse order, and both ways must agree on everything that
 happened and on what the caller saw.
@@ -41,7 +42,7 @@ ACTIONS = (
     "caller cancelled meanwhile",
     "cancel caller",
 )
-BODIES = ("returns", "raises", "is cancelled")
+BODIES = ("returns", "raises", "is cancelled", "cancels the caller and returns")
 
 
 class BodyError(Exception):
@@ -200,6 +201,9 @@ class World:
             if self.body == "is cancelled":
                 self.in_body.set()
                 await anyio.sleep_forever()
+            if self.body == "cancels the caller and returns":  # teardown starts cancelled
+                assert self.caller is not None
+                self.caller.cancel()
             return last
 
         handler.__annotations__ = {

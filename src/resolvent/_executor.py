@@ -24,13 +24,14 @@ from ._scopes import (
     Scope,
     adopt,
     close_now,
+    close_rest,
     enter,
     in_thread,
     keep,
     open_resource,
     settle,
 )
-from ._shield import begin
+from ._shield import begin, outer_cancelled
 from ._signature import NO_DEFAULT, Kind, type_name
 
 if TYPE_CHECKING:
@@ -602,6 +603,8 @@ def generate(
         begin=begin,
         open_=open_resource,
         close_now=close_now,
+        close_rest=close_rest,
+        cancelled=outer_cancelled,
         settle=settle,
     )
     root_name = name
@@ -755,7 +758,34 @@ def generate(
         w.emit("        left = close_now(exits, exc, guard)")
         w.emit("        if left is not None: settle(exc, await left)")
         w.emit("        raise")
-        w.emit("    left = close_now(exits, None, guard)")
+        resources = [t for t in steps if t.scope is Scope.CALL and t.kind.is_resource]
+        if all(t.kind is Kind.ASYNC_GENERATOR for t in resources):
+            # The success path in line: `close_now`'s loop, unrolled.
+            w.emit("    left = None")
+            w.emit("    if guard.__class__ is tuple:")
+            w.emit("        mark = guard[0]")
+            for n, t in enumerate(reversed(resources)):
+                r, st = f"r{t.index}", w.const("S", t)
+                if n:
+                    w.emit("        if left is not None: pass")
+                w.emit(f"        {'el' if n else ''}if mark is not None and cancelled(mark):")
+                w.emit("            left = close_rest(exits, None, mark, None)")
+                w.emit("        else:")
+                w.emit(f"            finalizer = {r}.__anext__()")
+                w.emit("            del exits[-1]")
+                w.emit("            try:")
+                w.emit(
+                    f"                left = close_rest(exits, None, mark, "
+                    f"({st}, {r}, finalizer, finalizer.send(None)))"
+                )
+                w.emit("            except StopAsyncIteration: pass")
+                w.emit("            except BaseException as error:")
+                started = f"({st}, {r}, None, error)"
+                w.emit(f"                left = close_rest(exits, None, mark, {started})")
+            w.emit("    else:")
+            w.emit("        left = close_now(exits, None, guard)")
+        else:
+            w.emit("    left = close_now(exits, None, guard)")
         w.emit("    if left is not None:")
         w.emit("        errors = await left")
         w.emit("        if errors: settle(None, errors)")

@@ -810,7 +810,7 @@ def close_now(
     while exits:
         step, obj = exits[-1]
         if step.kind is not Kind.ASYNC_GENERATOR or (mark is not None and outer_cancelled(mark)):
-            return _close_lazy(exits, exc, mark, None)
+            return close_rest(exits, exc, mark, None)
         del exits[-1]
         finalizer = obj.__anext__() if exc is None else obj.athrow(exc)
         try:
@@ -818,12 +818,12 @@ def close_now(
         except StopAsyncIteration:  # closed; it cannot have been cancelled: it never suspended
             continue
         except BaseException as error:
-            return _close_lazy(exits, exc, mark, (step, obj, None, error))
-        return _close_lazy(exits, exc, mark, (step, obj, finalizer, pending))
+            return close_rest(exits, exc, mark, (step, obj, None, error))
+        return close_rest(exits, exc, mark, (step, obj, finalizer, pending))
     return None
 
 
-async def _close_lazy(
+async def close_rest(
     exits: list[tuple[Step, Any]],
     exc: BaseException | None,
     mark: Any,
