@@ -2,7 +2,9 @@
 exception thrown in at the ``yield``, finalizer errors, cancellation, and early ends."""
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
@@ -10,6 +12,8 @@ import anyio.lowlevel
 import pytest
 from pydantic import BaseModel
 
+import resolvent
+from modes import MODES, make_container, run
 from resolvent import Container, Elicit, InputRequired, Resolve, Scope
 
 # -- every provider shape -----------------------------------------------------------------
@@ -498,3 +502,34 @@ async def test_a_task_group_spanning_the_yield_works(options: dict[str, Any]) ->
     assert caught.value is error
     assert not getattr(error, "__notes__", None)
     assert tasks_done == ["left group"] * 2
+
+
+# -- a failed teardown is logged -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_failed_teardown_is_logged_with_its_traceback(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator sees the failure in the ``resolvent`` log, with the exception and the
+    place in resolvent that caught it, whichever way the call ran."""
+    container = make_container(mode)
+
+    @container.provider(scope=Scope.CALL)
+    async def session() -> AsyncIterator[str]:
+        yield "db"
+        raise OSError("connection reset while closing")
+
+    async def handler(db: Annotated[str, Resolve(session)]) -> str:
+        return db
+
+    with caplog.at_level(logging.ERROR, logger="resolvent"), contextlib.suppress(Exception):
+        await run(container, handler, mode)
+    [record] = [r for r in caplog.records if r.name == "resolvent"]
+    assert record.levelno == logging.ERROR
+    assert record.getMessage().startswith("resolvent: teardown of ")
+    assert record.exc_info is not None
+    assert isinstance(record.exc_info[1], OSError)
+    # The record names resolvent's teardown code, not a logging helper in between.
+    assert Path(record.pathname).parent == Path(resolvent.__file__).parent
+    assert record.funcName not in ("error", "_log")
