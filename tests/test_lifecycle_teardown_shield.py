@@ -1,6 +1,6 @@
 """Property: `container.run` tears its CALL resources down with the same guarantee as a
-call scope (``async with container.call()``), whose shield is a cancel scope entered
-before any setup. On asyncio `run` puts that shield in only once a finalizer suspends.
+call scope entered with its shield, a cancel scope, before any setup. On asyncio `run`
+and ``async with container.call()`` put that shield in only once a finalizer suspends.
 
 Random chains of resources (async generators and async context-manager classes), each
 holding nothing, a task group, a cancel scope or a deadline across its ``yield``, with
@@ -9,9 +9,10 @@ teardowns that check for cancellation in every way anyio offers (checkpoints, a 
 cancel what they hold, wait while the caller is cancelled from another task, cancel the
 caller themselves, or fail; the handler returns, raises, is cancelled, or cancels the
 caller and returns. Each case runs
-through `container.run` and through a call scope, on asyncio and trio: every finalizer
-must run to its end, in reverse order, and both ways must agree on everything that
-happened and on what the caller saw.
+through `container.run`, through a call scope, and through a call scope whose shield is
+entered before any setup (the reference), on asyncio and trio: every finalizer must run to
+its end, in reverse order, and all three must agree on everything that happened and on
+what the caller saw.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Annotated, Any
+from unittest.mock import patch
 
 import anyio
 import anyio.lowlevel
@@ -28,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resolvent import Container, Resolve
+from resolvent import Container, Resolve, _scopes, _shield
 
 SHAPES = ("generator", "context manager")
 HOLDS = ("nothing", "task group", "cancel scope", "deadline")
@@ -241,9 +243,13 @@ async def attempt(specs: Sequence[Resource], body: str, way: str) -> tuple[list[
         try:
             if way == "run":
                 await container.run(handler)
-            else:
+            elif way == "call scope":
                 async with container.call() as scope:
                     await scope.run(handler)
+            else:  # the reference: the shield entered before any setup, on every backend
+                with patch.object(_scopes, "begin", _shield.eager):
+                    async with container.call() as scope:
+                        await scope.run(handler)
         except Exception as exc:
             outcome.append(exc)
         finally:
@@ -291,8 +297,9 @@ async def test_run_tears_down_like_a_call_scope_even_when_cancelled(
     for index, spec in enumerate(specs):
         done = [e.split(": ")[1] for e in events if e.startswith(f"{index}: ")]
         assert done == expected_actions(spec)
-    # And exactly as a call scope, whose shield is entered before any setup, does it.
+    # And exactly as a call scope does, and one whose shield is entered before any setup.
     assert (events, seen) == await attempt(specs, body, "call scope")
+    assert (events, seen) == await attempt(specs, body, "eager call scope")
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -316,16 +323,17 @@ async def test_a_finalizer_waiting_while_the_caller_is_cancelled_finishes(shape:
 async def test_a_finalizer_cancelling_its_own_caller_before_suspending(
     anyio_backend_name: str,
 ) -> None:
-    """The one documented difference (docs/benchmarks.md, "S7"): on asyncio `run` does not
-    shield a finalizer from a cancellation it causes itself before it first suspends; the
-    finalizers after it are shielded. A call scope shields it; so does trio."""
+    """The one documented difference (docs/benchmarks.md, "S7"): on asyncio a finalizer
+    is not shielded from a cancellation it causes itself before it first suspends; the
+    finalizers after it are. The eagerly entered shield covers it; so does trio's."""
     cancels = Resource("generator", "nothing", (), ("cancel caller now", "sleep"), False)
     later = Resource("generator", "nothing", (), ("sleep", "lock"), False)
     world_events: list[list[str]] = []
-    for way in ("run", "call scope"):
+    for way in ("run", "call scope", "eager call scope"):
         events, _ = await attempt_with_immediate_cancel([later, cancels], way)
         world_events.append(events)
-    run_events, scope_events = world_events
+    run_events, call_events, scope_events = world_events
+    assert call_events == run_events
     assert scope_events == [
         "open 0",
         "open 1",

@@ -17,7 +17,7 @@ import anyio.to_thread
 
 from ._errors import ResolventError
 from ._questions import QUESTION_KINDS
-from ._shield import insert, outer_cancelled, resume
+from ._shield import begin, insert, outer_cancelled, resume
 from ._signature import Kind
 
 if TYPE_CHECKING:
@@ -416,7 +416,8 @@ class Exits(list[tuple["Step", Any]]):
     Entered with `open` (``async with call``), the call holds a cancel scope below every
     resource it sets up, so teardown is shielded by flipping that scope's ``shield``
     rather than by entering a new scope: a provider's own cancel scope (a task group
-    spanning its ``yield``) is then left at the depth it was entered. A call that runs
+    spanning its ``yield``) is then left at the depth it was entered. On asyncio it holds
+    only the mark where that scope goes once a finalizer needs it (`resolvent._shield`). A call that runs
     branches concurrently or under a deadline (which open scopes of their own around
     resolvers) holds each resource in a task of its own in a task *group* instead, so a
     resource's setup and teardown always share one task and one scope depth.
@@ -428,7 +429,7 @@ class Exits(list[tuple["Step", Any]]):
         super().__init__()
         self.deadline = math.inf  # the call's `call_timeout` deadline, once resolving
         self.group: TaskGroup | None = None
-        self.guard: anyio.CancelScope | None = None
+        self.guard: Any = None  # from `begin`: a mark (asyncio) or an entered cancel scope
         self.closed = False  # set when the call's block ends; see `enter`
 
     async def open(self, *, holders: bool) -> None:
@@ -438,12 +439,18 @@ class Exits(list[tuple["Step", Any]]):
             await group.__aenter__()
             self.group = group
         else:
-            self.guard = guard_scope().__enter__()
+            self.guard = begin()
 
     async def close(self, exc: BaseException | None) -> None:
         """Close every resource (see `close_resources`), report errors, leave the scope."""
         self.closed = True
         guard = self.guard
+        if guard.__class__ is tuple:  # shielded once needed (see `resolvent._shield`)
+            self.guard = None
+            left = close_now(self, exc, guard)
+            if left is not None:
+                settle(exc, await left)
+            return
         if guard is not None:
             guard.shield = True
         try:

@@ -36,7 +36,7 @@ from collections.abc import Generator
 from typing import Any
 from weakref import ref as _ref
 
-__all__ = ("available", "begin", "insert", "outer_cancelled", "resume")
+__all__ = ("available", "begin", "eager", "insert", "outer_cancelled", "resume")
 
 _backend: Any = None  # anyio's asyncio backend module, once checked
 _ok: bool | None = None  # whether the backend has the shape `insert` relies on
@@ -91,7 +91,7 @@ def begin() -> Any:
     if loop is None or loop._thread_id != _get_ident():
         loop = _running()
         if loop is None:
-            return _eager()
+            return eager()
     task = _current_tasks[loop]
     last = _last
     if last[0] is task:  # a task keeps its anyio state object for as long as it runs
@@ -130,7 +130,8 @@ def _running() -> Any:
     return loop
 
 
-def _eager() -> Any:
+def eager() -> Any:
+    """A cancel scope entered now, to shield at teardown (what `begin` gives on trio)."""
     from ._scopes import guard_scope
 
     return guard_scope().__enter__()
