@@ -417,10 +417,10 @@ class Exits(list[tuple["Step", Any]]):
     resource it sets up, so teardown is shielded by flipping that scope's ``shield``
     rather than by entering a new scope: a provider's own cancel scope (a task group
     spanning its ``yield``) is then left at the depth it was entered. On asyncio it holds
-    only the mark where that scope goes once a finalizer needs it (`resolvent._shield`). A call that runs
-    branches concurrently or under a deadline (which open scopes of their own around
-    resolvers) holds each resource in a task of its own in a task *group* instead, so a
-    resource's setup and teardown always share one task and one scope depth.
+    only the mark where that scope goes once a finalizer needs it (`resolvent._shield`).
+    A call that runs branches concurrently or under a deadline (which open scopes of their
+    own around resolvers) holds each resource in a task of its own in a task *group*
+    instead, so a resource's setup and teardown always share one task and one scope depth.
     """
 
     __slots__ = ("closed", "deadline", "group", "guard")
