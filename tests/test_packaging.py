@@ -62,18 +62,19 @@ def test_import_does_not_need_mcp(tmp_path: Path) -> None:
 _LAZY = ("hashlib", "json", "logging", "pydantic")
 
 
-def test_import_leaves_feature_modules_unloaded(tmp_path: Path) -> None:
-    code = f"import sys, resolvent; print(sorted(m for m in {_LAZY!r} if m in sys.modules))"
+def _fresh(code: str, cwd: Path) -> str:
+    """What *code* prints in a fresh interpreter (which must succeed)."""
     proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]", f"imported by `import resolvent`: {proc.stdout}"
+    return proc.stdout.strip()
+
+
+def test_import_leaves_feature_modules_unloaded(tmp_path: Path) -> None:
+    code = f"import sys, resolvent; print(sorted(m for m in {_LAZY!r} if m in sys.modules))"
+    found = _fresh(code, tmp_path)
+    assert found == "[]", f"imported by `import resolvent`: {found}"
 
 
 # `import resolvent` defines its record classes without @dataclass, which compiles
@@ -92,16 +93,8 @@ print(found)
 
 
 def test_import_compiles_no_dataclass(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", _FIND_DATACLASSES],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]", f"dataclasses built by `import resolvent`: {proc.stdout}"
+    found = _fresh(_FIND_DATACLASSES, tmp_path)
+    assert found == "[]", f"dataclasses built by `import resolvent`: {found}"
 
 
 def _own_docstring(obj: object) -> str | None:
