@@ -247,3 +247,45 @@ async def test_sdk_style_tools_behave_the_same_under_inject(mode: str, action: s
     if action == "accept":
         assert seen[1][2] == "HI ADA (AcceptedElicitation)"
         assert seen[1][3] == "got ada"
+
+
+class Greeting(str):
+    pass
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_tool_follows_overrides_and_a_changed_registry(mode: str) -> None:
+    """A tool keeps its plan between calls, yet sees a test's override (for the server
+    started inside the block) and a provider registered after its first call."""
+    container = Container()
+
+    async def real() -> Greeting:
+        return Greeting("real")
+
+    container.provide(real)
+    server = MCPServer("greeter")
+
+    @server.tool()
+    @inject(container)
+    async def greet(greeting: Annotated[Greeting, Resolve()]) -> str:
+        return str(greeting)
+
+    async def greeting_of(c: Any) -> str:
+        result = await c.call_tool("greet", {})
+        assert not result.is_error, text(result)
+        return text(result)
+
+    async with client(server, mode) as c:
+        assert await greeting_of(c) == "real"
+    with container.override(Greeting, lambda: Greeting("fake")):
+        async with client(server, mode) as c:
+            assert await greeting_of(c) == "fake"
+    async with client(server, mode) as c:
+        assert await greeting_of(c) == "real"
+
+        async def newer() -> Greeting:
+            return Greeting("newer")
+
+        container.provide(newer)  # two providers of Greeting now: the plan is rebuilt
+        ambiguous = await c.call_tool("greet", {})
+        assert ambiguous.is_error, "the tool ran a plan compiled before the registry changed"
