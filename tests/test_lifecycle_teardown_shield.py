@@ -1,6 +1,6 @@
 """Property: `container.run` tears its CALL resources down with the same guarantee as a
-call scope entered with its shield, a cancel scope, before any setup. On asyncio `run`
-and ``async with container.call()`` put that shield in only once a finalizer suspends.
+call scope entered with its shield, a cancel scope, before any setup. `run` and
+``async with container.call()`` put that shield in only once a finalizer suspends.
 
 Random chains of resources (async generators and async context-manager classes), each
 holding nothing, a task group, a cancel scope or a deadline across its ``yield``, with
@@ -320,12 +320,10 @@ async def test_a_finalizer_waiting_while_the_caller_is_cancelled_finishes(shape:
     ]
 
 
-async def test_a_finalizer_cancelling_its_own_caller_before_suspending(
-    anyio_backend_name: str,
-) -> None:
-    """The one documented difference (docs/benchmarks.md, "S7"): on asyncio a finalizer
-    is not shielded from a cancellation it causes itself before it first suspends; the
-    finalizers after it are. The eagerly entered shield covers it; so does trio's."""
+async def test_a_finalizer_cancelling_its_own_caller_before_suspending() -> None:
+    """The one documented difference (docs/benchmarks.md, "S7"): a finalizer is not
+    shielded from a cancellation it causes itself before it first suspends; the
+    finalizers after it are. The eagerly entered shield covers it."""
     cancels = Resource("generator", "nothing", (), ("cancel caller now", "sleep"), False)
     later = Resource("generator", "nothing", (), ("sleep", "lock"), False)
     world_events: list[list[str]] = []
@@ -344,17 +342,14 @@ async def test_a_finalizer_cancelling_its_own_caller_before_suspending(
         "0: lock",
         "closed 0",
     ]
-    if anyio_backend_name == "asyncio":  # its sleep is cancelled: it ends there
-        assert run_events == [
-            "open 0",
-            "open 1",
-            "1: cancel caller now",
-            "0: sleep",
-            "0: lock",
-            "closed 0",
-        ]
-    else:
-        assert run_events == scope_events
+    assert run_events == [  # its sleep is cancelled: it ends there
+        "open 0",
+        "open 1",
+        "1: cancel caller now",
+        "0: sleep",
+        "0: lock",
+        "closed 0",
+    ]
 
 
 async def attempt_with_immediate_cancel(
@@ -378,14 +373,9 @@ async def attempt_with_immediate_cancel(
         World.act = original  # type: ignore[method-assign]
 
 
-async def test_the_lazy_shield_is_in_use_with_the_installed_anyio(anyio_backend_name: str) -> None:
-    """A newer anyio whose scope tree has another shape falls back to the eager scope
-    (correct, slower): this says so in the test run rather than only in a benchmark."""
+async def test_the_lazy_shield_is_in_use_with_the_installed_backends() -> None:
+    """A newer anyio or trio whose scope tree has another shape falls back to the eager
+    scope (correct, slower): this says so in the test run rather than only in a benchmark."""
     from resolvent import _shield
 
-    guard = _shield.begin()
-    if anyio_backend_name == "asyncio":
-        assert guard.__class__ is tuple
-    else:
-        guard.__exit__(None, None, None)
-        assert guard.__class__ is not tuple
+    assert _shield.begin().__class__ is tuple

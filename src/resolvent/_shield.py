@@ -5,10 +5,10 @@ scope does this with a cancel scope entered *below* every resource (before any s
 shielded for the teardown: a provider may hold a cancel scope of its own (a task group)
 across its ``yield``, and only a scope entered before it is left in order after it.
 
-Entering and leaving that scope costs more than a whole call with one resource. On asyncio
-`container.run` therefore only records where it would have been entered (the *mark*: the
-task's innermost anyio cancel scope when the call starts) and puts the shield there when it
-is first needed:
+Entering and leaving that scope costs more than a whole call with one resource. A call
+therefore only records where it would have been entered (the *mark*: on asyncio the task's
+innermost anyio cancel scope when the call starts, on trio the task's cancel status) and
+puts the shield there when it is first needed:
 
 - before a finalizer starts, if a cancellation from outside the call is in effect;
 - otherwise the finalizer's first step runs directly, and if it finishes without
@@ -17,10 +17,10 @@ is first needed:
 - if it suspends, the shield goes in before that suspension reaches the event loop.
 
 The shield is made a child of the mark, below any scope a provider still holds, exactly
-where the eagerly entered scope would be. anyio has no public way to do that, so it links
-the scope into anyio's asyncio scope tree as ``CancelScope.__enter__`` would have done at
-the mark. `available` checks that tree has the shape this relies on; without it (another
-anyio), the eager scope is used. On trio the eager scope is trio's own cancel scope.
+where the eagerly entered scope would be. Neither anyio nor trio has a public way to do
+that, so it links the scope into the backend's tree as ``__enter__`` would have done at the
+mark. `available` and `_trio_available` check that each tree has the shape this relies on;
+without it (another anyio or trio), the eager scope is used.
 
 One difference remains: a finalizer that itself cancels a scope *around its call* before
 it first suspends is not shielded from that cancellation (shielding it then would make a
@@ -91,7 +91,7 @@ def begin() -> Any:
     if loop is None or loop._thread_id != _get_ident():
         loop = _running()
         if loop is None:
-            return eager()
+            return _begin_other()
     task = _current_tasks[loop]
     last = _last
     if last[0] is task:  # a task keeps its anyio state object for as long as it runs
@@ -130,6 +130,45 @@ def _running() -> Any:
     return loop
 
 
+def _begin_other() -> Any:
+    """`begin` without a running asyncio loop: on trio the mark is the task's cancel
+    status (trio's node of the scope tree); else an eager scope."""
+    trio = sys.modules.get("trio")
+    if trio is not None and _trio_available():
+        try:
+            task = trio.lowlevel.current_task()
+        except RuntimeError:  # trio is imported but not running here
+            return eager()
+        return (task._cancel_status,)
+    return eager()
+
+
+_trio_ok: bool | None = None  # whether trio's scope tree has the shape `_insert_trio` uses
+_Status: Any = ()  # trio's CancelStatus class, once checked (a class nothing else has)
+
+
+def _trio_available() -> bool:
+    global _trio_ok, _Status
+    if _trio_ok is None:
+        try:
+            import trio
+            from trio._core import _run  # pyright: ignore[reportPrivateUsage]
+
+            probe = trio.CancelScope(shield=True)
+            for name in ("_cancel_status", "_has_been_entered"):
+                getattr(probe, name)
+            status: Any = _run.CancelStatus
+            for name in ("parent", "effectively_cancelled"):
+                getattr(status, name)
+            if not isinstance(vars(status)["parent"], property):
+                raise AttributeError("CancelStatus.parent")
+            _Status = status
+            _trio_ok = True
+        except (ImportError, AttributeError, KeyError, TypeError):
+            _trio_ok = False
+    return _trio_ok
+
+
 def eager() -> Any:
     """A cancel scope entered now, to shield at teardown (what `begin` gives on trio)."""
     from ._scopes import guard_scope
@@ -139,6 +178,8 @@ def eager() -> Any:
 
 def outer_cancelled(mark: Any) -> bool:
     """True if a cancellation is in effect at *mark*: one from outside the call."""
+    if mark.__class__ is _Status:
+        return bool(mark.effectively_cancelled)
     scope = mark
     while scope is not None:
         if scope._cancel_called:
@@ -152,6 +193,8 @@ def outer_cancelled(mark: Any) -> bool:
 def insert(mark: Any) -> Any:
     """Enter a shielded cancel scope as a child of *mark*, below the scopes still open
     above it; the caller exits it (``__exit__``) once every finalizer is done."""
+    if mark.__class__ is _Status:
+        return _insert_trio(mark)
     assert _backend is not None
     shield = _backend.CancelScope(shield=True)
     task = _task()
@@ -174,6 +217,25 @@ def insert(mark: Any) -> Any:
         at._child_scopes.add(shield)
     above._parent_scope = shield
     shield._child_scopes.add(above)
+    return shield
+
+
+def _insert_trio(mark: Any) -> Any:
+    """`insert` on trio, where the tree's nodes are cancel statuses: the shield's status
+    becomes a child of *mark* and the parent of the first status still open above it."""
+    import trio
+
+    shield = trio.CancelScope(shield=True)
+    above: Any = trio.lowlevel.current_task()._cancel_status  # pyright: ignore[reportPrivateUsage]
+    while above is not None and above is not mark and above.parent is not mark:
+        above = above.parent
+    if above is None or above is mark:  # nothing open above the mark: an ordinary enter
+        return shield.__enter__()
+    # What `__enter__` does, at the mark; the task's own (innermost) status stays.
+    shield._has_been_entered = True  # pyright: ignore[reportPrivateUsage]
+    status = _Status(scope=shield, parent=mark)
+    shield._cancel_status = status  # pyright: ignore[reportPrivateUsage]
+    above.parent = status
     return shield
 
 
