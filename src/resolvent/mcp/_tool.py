@@ -236,15 +236,9 @@ class _Tool:
         """One ``tools/call``, ``prompts/get`` or ``resources/read`` (one round of it)."""
         ctx: Context[Any, Any] | None = kwargs.pop(self.ctx_name, None)
         container = self.container
-        plan = self.plan
-        if (
-            container._overridden
-            or plan.overrides is not None
-            or plan.generation != container._generation
-        ):  # an override block is open somewhere, or the registry changed: look it up
-            plan = container.compile(self.fn)
-            if plan is not self.plan:
-                self._flags(plan)
+        plan = container._current(self.plan)  # recompiled only for an override or new provider
+        if plan is not self.plan:
+            self._flags(plan)
         if self.direct and not container.concurrent and container.call_timeout is None:
             # No questions, no CALL resources, no SESSION values: no scope object needed.
             if self.needs_app:
