@@ -6,7 +6,6 @@ import contextlib
 import contextvars
 import enum
 import math
-import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import TYPE_CHECKING, Any, cast
@@ -335,38 +334,6 @@ _home_tasks: set[asyncio.Task[None]] = set()
 
 async def _await(fn: Callable[[], Awaitable[None]]) -> None:
     await fn()
-
-
-_asyncio_scope: Any = None  # anyio's asyncio cancel scope class, loaded on first use
-# asyncio's running-loop getter, taken once asyncio is imported (by whoever runs its loop):
-# importing asyncio ourselves would double the time `import resolvent` takes.
-_running_loop: Callable[[], object] | None = None
-
-
-def guard_scope() -> Any:
-    """A new cancel scope of the running backend (what ``anyio.CancelScope()`` makes,
-    or on trio trio's own scope, which anyio's wraps).
-
-    Without anyio's backend lookup on every construction, which costs more than
-    entering and leaving the scope: a call with a resource makes one per call.
-    """
-    global _asyncio_scope, _running_loop
-    running_loop = _running_loop
-    if running_loop is None:
-        asyncio = sys.modules.get("asyncio")
-        if asyncio is None:  # no asyncio loop can be running
-            return _other_scope()
-        running_loop = _running_loop = asyncio._get_running_loop
-    if running_loop() is None:
-        return _other_scope()
-    if _asyncio_scope is None:
-        _asyncio_scope = type(anyio.CancelScope())
-    return _asyncio_scope()
-
-
-def _other_scope() -> Any:
-    trio = sys.modules.get("trio")  # anyio's only other backend
-    return anyio.CancelScope() if trio is None else trio.CancelScope()
 
 
 def _spawn(fn: Callable[[], Awaitable[None]]) -> None:
@@ -770,35 +737,13 @@ async def close_resources(
 async def close_guarded(
     exits: list[tuple[Step, Any]], exc: BaseException | None, guard: Any
 ) -> list[BaseException]:
-    """`close_resources` for generated code, which sets resources up itself.
-
-    *guard* comes from `_shield.begin` before the first setup: a cancel scope entered below
-    every resource (as a call scope's `Exits` does), shielded here for the teardown; or,
-    on asyncio, a mark where that scope goes once a finalizer needs it (`resolvent._shield`).
-    """
+    """`close_resources` under *guard*, a cancel scope entered below every resource when
+    the lazy shield is not available (`resolvent._shield.eager`): shielded, then left."""
     guard.shield = True
-    errors: list[BaseException] = []
     try:
-        while exits:
-            step, obj = exits.pop()
-            try:
-                if step.kind is not Kind.ASYNC_GENERATOR:
-                    await _finalize(step, obj, exc)
-                    continue
-                try:
-                    await (obj.__anext__() if exc is None else obj.athrow(exc))
-                except StopAsyncIteration:
-                    continue
-                await obj.aclose()
-                raise RuntimeError(_YIELDED_TWICE.format(step.name))
-            except BaseException as error:
-                if exc is not None and _only(error, exc):
-                    continue
-                logger.error("resolvent: teardown of %s failed", step.name, exc_info=error)
-                errors.append(error)
+        return await close_resources(exits, exc, shield=False)
     finally:
         guard.__exit__(None, None, None)
-    return errors
 
 
 def close_now(

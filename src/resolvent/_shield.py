@@ -171,9 +171,9 @@ def _trio_available() -> bool:
 
 def eager() -> Any:
     """A cancel scope entered now, to shield at teardown (what `begin` gives on trio)."""
-    from ._scopes import guard_scope
+    import anyio
 
-    return guard_scope().__enter__()
+    return anyio.CancelScope().__enter__()
 
 
 def outer_cancelled(mark: Any) -> bool:
