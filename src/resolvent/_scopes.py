@@ -790,43 +790,36 @@ async def close_rest(
     errors: list[BaseException] = []
     shield: Any = None
     try:
-        if started is not None:
-            step, obj, finalizer, got = started
-            try:
-                if finalizer is None:
-                    if got.__class__ is not StopIteration:
-                        raise got
-                else:
-                    # It suspends: shield it before the loop can deliver a cancellation,
-                    # unless it has itself just cancelled a scope around the call.
-                    if not outer_cancelled(mark):
-                        shield = insert(mark)
-                    await resume(finalizer, got)
-                await obj.aclose()
-                raise RuntimeError(_YIELDED_TWICE.format(step.name))
-            except BaseException as error:
-                _failed(step, error, exc, errors)
-        while exits:
-            step, obj = exits.pop()
+        while started is not None or exits:
+            if started is not None:
+                (step, obj, finalizer, pending), started = started, None
+            else:
+                (step, obj), finalizer, pending = exits.pop(), None, _UNSTARTED
             generator = step.kind is Kind.ASYNC_GENERATOR
             try:
-                if generator:
-                    finalizer = obj.__anext__() if exc is None else obj.athrow(exc)
-                else:
-                    finalizer = _finalize(step, obj, exc)
-                if shield is None and outer_cancelled(mark):
-                    shield = insert(mark)
-                if shield is not None:
-                    await finalizer
-                else:
-                    try:
-                        pending = finalizer.send(None)
-                    except StopIteration:  # done without suspending (a generator: yielded)
-                        pass
+                if pending is _UNSTARTED:
+                    if generator:
+                        finalizer = obj.__anext__() if exc is None else obj.athrow(exc)
                     else:
-                        if not outer_cancelled(mark):
-                            shield = insert(mark)
-                        await resume(finalizer, pending)
+                        finalizer = _finalize(step, obj, exc)
+                    if shield is None and outer_cancelled(mark):
+                        shield = insert(mark)
+                    if shield is not None:
+                        await finalizer
+                        finalizer = None  # done (a generator: it yielded again)
+                    else:
+                        try:
+                            pending = finalizer.send(None)
+                        except StopIteration:  # done without suspending (or yielded)
+                            finalizer = None
+                elif finalizer is None and pending.__class__ is not StopIteration:
+                    raise pending  # `close_now` saw its first step raise this
+                if finalizer is not None:
+                    # It suspends: shield it before the loop can deliver a cancellation,
+                    # unless it has itself just cancelled a scope around the call.
+                    if shield is None and not outer_cancelled(mark):
+                        shield = insert(mark)
+                    await resume(finalizer, pending)
                 if generator:  # it yielded again
                     await obj.aclose()
                     raise RuntimeError(_YIELDED_TWICE.format(step.name))
@@ -852,6 +845,7 @@ def _failed(
 
 
 _YIELDED_TWICE = "{} yielded more than once; a provider yields exactly one value"
+_UNSTARTED: Any = object()  # a finalizer `close_rest` has yet to make and start
 
 
 async def _finalize(step: Step, obj: Any, exc: BaseException | None) -> None:
