@@ -28,7 +28,15 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from .graphs import USER_ID, Graph, Node, node_source
-from .impls import Instance, _exec, _instance, _namespace, _typed_namespace, _typed_sources
+from .impls import (
+    Instance,
+    _app_once,
+    _exec,
+    _instance,
+    _namespace,
+    _typed_namespace,
+    _typed_sources,
+)
 from .runner import Scenario
 
 TITLE = "FastAPI route: APP singleton, per-request resource, 5 resolvers (httpx.ASGITransport)"
@@ -48,18 +56,6 @@ def graph() -> Graph:
             Node((4, 5, 1)),
         )
     )
-
-
-def _app_once(fn: Any) -> Any:
-    """An APP singleton written by hand: created on first use, then shared."""
-    made: list[Any] = []
-
-    async def once() -> Any:
-        if not made:
-            made.append(await fn())
-        return made[0]
-
-    return once
 
 
 def _hand(g: Graph) -> tuple[Any, dict[str, Any]]:

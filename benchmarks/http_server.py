@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from .graphs import Graph, Node, node_source
-from .impls import _exec, _namespace
+from .impls import _app_once, _exec, _namespace
 
 VARIANTS = ("hand-written", "resolvent", "fastmcp")
 
@@ -33,18 +33,6 @@ def graph() -> Graph:
             Node((3, 1)),
         )
     )
-
-
-def _app_once(fn: Any) -> Any:
-    """An APP singleton written by hand: created on first use, then shared."""
-    made: list[Any] = []
-
-    async def once() -> Any:
-        if not made:
-            made.append(await fn())
-        return made[0]
-
-    return once
 
 
 def _hand(g: Graph) -> tuple[Any, Any, dict[str, Any]]:

@@ -58,6 +58,18 @@ def _instance(ns: dict[str, Any], once: Callable[[], Awaitable[Any]], **info: An
     return Instance(once, ns["counts"], ns["teardowns"], info)
 
 
+def _app_once(fn: Any) -> Any:
+    """An APP singleton written by hand: created on first use, then shared."""
+    made: list[Any] = []
+
+    async def once() -> Any:
+        if not made:
+            made.append(await fn())
+        return made[0]
+
+    return once
+
+
 # --- hand-written: every resolver awaited once, in dependency order -------------------
 
 
