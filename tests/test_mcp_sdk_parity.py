@@ -60,19 +60,8 @@ def test_compile_errors_of_sdk_marker_tools_are_the_sdks_invalid_signature_too()
     """Code that catches the SDK's error around registration keeps working under inject."""
     container = Container()
     server = MCPServer("cycle")
-
-    async def ask_city(name: "Annotated[str, Resolve(ask_country)]") -> str:
-        return name  # pragma: no cover - refused before any call
-
-    async def ask_country(city: Annotated[str, Resolve(ask_city)]) -> str:
-        return city  # pragma: no cover
-
-    async def travel(city: Annotated[str, Resolve(ask_city)]) -> str:
-        return city  # pragma: no cover
-
-    ask_city.__annotations__["name"] = Annotated[str, Resolve(ask_country)]
     with pytest.raises(SdkInvalidSignature) as caught:
-        server.tool()(inject(container)(travel))
+        server.tool()(inject(container)(round_trip))  # first_leg -> second_leg -> first_leg
     assert isinstance(caught.value, InvalidSignature)
     assert "cycle" in str(caught.value)
     assert caught.value.path  # resolvent's own details survive
