@@ -1,15 +1,13 @@
 """Overrides for tests: by function and by type, compiled plans included, nesting and
 restoring, scopes, caches, and the ``resolvent_override`` pytest fixture."""
 
-import subprocess
-import sys
-import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated
 
 import pytest
 
+from inner_pytest import run_pytest
 from resolvent import Container, InvalidSignature, Resolve, Scope
 from resolvent.testing import Override
 
@@ -206,12 +204,5 @@ def test_undone_after_the_test():
 
 
 def test_the_plugin_is_registered_and_undoes_overrides_at_teardown(tmp_path: Path) -> None:
-    (tmp_path / "test_inner.py").write_text(textwrap.dedent(PLUGIN_TESTS))
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_pytest(tmp_path, "test_inner.py", PLUGIN_TESTS)
     assert "2 passed" in result.stdout, result.stdout + result.stderr

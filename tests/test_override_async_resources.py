@@ -7,9 +7,6 @@ and the ``resolvent_override`` fixture of an anyio test closes what it built at 
 awaited. Written the way a pytest suite with nested fixtures uses them.
 """
 
-import subprocess
-import sys
-import textwrap
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,6 +14,7 @@ from typing import Annotated, Any
 
 import pytest
 
+from inner_pytest import run_pytest
 from resolvent import Container, Resolve, ResolventError, Scope
 from snapshot import assert_snapshot
 
@@ -223,13 +221,6 @@ async def test_a_plain_with_fixture_says_how_to_fix_it(plain_faked):
 
 
 def test_nested_fixtures_close_the_fake_at_teardown_on_both_backends(tmp_path: Path) -> None:
-    (tmp_path / "test_nested.py").write_text(textwrap.dedent(NESTED_FIXTURES))
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_pytest(tmp_path, "test_nested.py", NESTED_FIXTURES)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "8 passed" in result.stdout, result.stdout + result.stderr
