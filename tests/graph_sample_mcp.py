@@ -10,7 +10,7 @@ from graph_sample import container as unrelated  # a second Container global
 from resolvent import Container, Resolve
 from resolvent.mcp import inject
 
-__all__ = ("container", "lookup", "server", "unrelated")
+__all__ = ("container", "greeting", "lookup", "motto_resource", "server", "unrelated", "weather")
 
 container = Container()
 server = MCPServer("graph-sample", lifespan=container.lifespan)
@@ -24,3 +24,25 @@ async def request_id(ctx: Context) -> str:
 @inject(container)
 async def lookup(city: str, rid: Annotated[str, Resolve(request_id)]) -> str:
     return f"{city} ({rid})"
+
+
+@server.prompt()
+@inject(container)
+async def greeting(name: str, rid: Annotated[str, Resolve(request_id)]) -> str:
+    return f"Hello {name} ({rid})"
+
+
+async def motto() -> str:
+    return "notes first"
+
+
+@server.resource("notes://motto")
+@inject(container)
+async def motto_resource(text: Annotated[str, Resolve(motto)]) -> str:
+    return text
+
+
+@server.resource("notes://{city}/weather")
+@inject(container)
+async def weather(city: str, text: Annotated[str, Resolve(motto)]) -> str:
+    return f"{city}: {text}"

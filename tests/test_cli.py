@@ -173,3 +173,37 @@ def test_inject_wrapped_mcp_tool(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0, err
     assert out.startswith("plan for graph_sample_mcp.lookup(city)")
     assert "framework value Context" in out
+
+
+def test_web_route_shows_the_handlers_graph(capsys: pytest.CaptureFixture[str]) -> None:
+    # The wrapper the framework sees takes only `resolvent_call` (FastAPI) or the request
+    # (Starlette); the plan is the handler's, with its resolvers.
+    pytest.importorskip("fastapi")
+    code, out, err = run(capsys, "graph", "graph_sample_web:fastapi_notes")
+    assert code == 0, err
+    assert out.startswith("plan for graph_sample_web.fastapi_notes(user_id): 2 step(s)")
+    assert "graph_sample_web.users " in out and "APP" in out
+    assert "user <- step 2 (graph_sample_web.current_user)" in out
+    assert "resolvent_call" not in out
+    code, out, err = run(capsys, "graph", "graph_sample_web:starlette_home")
+    assert code == 0, err
+    assert out.startswith("plan for graph_sample_web.starlette_home(): 1 step(s)")
+    assert "request <- framework value Request" in out
+
+
+@pytest.mark.parametrize(
+    ("target", "head", "edge"),
+    [
+        ("greeting", "greeting(name): 1 step(s)", "rid <- step 1 (graph_sample_mcp.request_id)"),
+        ("motto_resource", "motto_resource(): 1 step(s)", "text <- step 1"),
+        ("weather", "weather(city): 1 step(s)", "text <- step 1 (graph_sample_mcp.motto)"),
+    ],
+)
+def test_mcp_prompts_and_resources_show_the_handlers_graph(
+    capsys: pytest.CaptureFixture[str], target: str, head: str, edge: str
+) -> None:
+    pytest.importorskip("resolvent.mcp")
+    code, out, err = run(capsys, "graph", f"graph_sample_mcp:{target}")
+    assert code == 0, err
+    assert out.startswith(f"plan for graph_sample_mcp.{head}")
+    assert edge in out

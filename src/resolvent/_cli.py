@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -13,6 +12,7 @@ from typing import Any, TextIO
 
 from ._container import Container
 from ._errors import InvalidSignature
+from ._markers import HANDLER
 
 __all__ = ("main",)
 
@@ -41,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     graph.add_argument(
         "target",
         metavar="MODULE:FUNCTION",
-        help="the function (or @inject-wrapped tool) to draw, e.g. app.tools:book",
+        help="the function to draw, e.g. app.tools:book; an MCP tool, prompt or resource "
+        "or a web route wrapped with inject(container) draws the function it wraps",
     )
     graph.add_argument(
         "--container",
@@ -143,10 +144,24 @@ def _find(target: str, container_spec: str | None) -> tuple[Callable[..., Any], 
             raise UsageError(f"{container_spec} is not a resolvent Container")
     else:
         container = _attached_container(fn) or _module_container(module)
-    # An @inject-wrapped tool shows only caller-facing parameters; the plan belongs to
-    # the function it wraps.
-    inner: Callable[..., Any] = inspect.unwrap(fn)
-    return inner, container
+    return handler_of(fn), container
+
+
+def handler_of(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The function whose plan *fn* runs: an integration's wrapper shows the framework only
+    the caller-facing parameters (an MCP tool, prompt or resource under
+    ``resolvent.mcp.inject``, a web route under ``resolvent.starlette.inject``), so the
+    plan belongs to the function it wraps."""
+    seen: set[int] = set()
+    while id(fn) not in seen:
+        seen.add(id(fn))
+        inner = getattr(fn, HANDLER, None)
+        if inner is None:
+            inner = getattr(fn, "__wrapped__", None)
+        if inner is None or not callable(inner):
+            break
+        fn = inner
+    return fn
 
 
 def _graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

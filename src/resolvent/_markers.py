@@ -16,6 +16,9 @@ ModelT = TypeVar("ModelT", bound="BaseModel")
 F = TypeVar("F", bound=Callable[..., Any])
 
 _INLINE = "__resolvent_inline__"
+HANDLER = "__resolvent_handler__"
+"""The attribute an integration's wrapper (``resolvent.starlette.inject``) keeps the
+function it wraps in, for the command line to compile the handler, not the wrapper."""
 
 
 class Resolve:

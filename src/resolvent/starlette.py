@@ -29,6 +29,7 @@ from starlette.websockets import WebSocket
 
 from ._container import Call, Container
 from ._errors import InvalidSignature
+from ._markers import HANDLER
 from ._scopes import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope
 from ._signature import argument_parameters
 
@@ -128,6 +129,9 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
         annotations["return"] = returns
     wrapper.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
     wrapper.__annotations__ = annotations
+    # Not `__wrapped__`: FastAPI unwraps to tell async from sync, and a `def` handler
+    # behind this async wrapper would then be run in a thread pool as if it were sync.
+    setattr(wrapper, HANDLER, fn)  # what `resolvent graph` and `resolvent bench` compile
     return wrapper
 
 
