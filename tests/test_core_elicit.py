@@ -156,6 +156,7 @@ async def test_dict_answer_is_validated_against_the_schema(concurrent: bool) -> 
         await run(Container(), greeting, bad, concurrent)
     message = str(info.value)
     assert "ask_name" in message
+    assert "parameter 'n'" in message  # the resolver and the parameter it was for
     assert "Name" in message
     assert "name" in message  # the field at fault
     assert secret not in message

@@ -289,6 +289,8 @@ async def test_invalid_answer_names_the_resolver_without_echoing(concurrent: boo
                 topic="cats",
             )
         assert "topic_question" in str(info.value)
+        assert "parameter 't'" in str(info.value)
+        assert info.value.parameter == "t"
         assert secret not in str(info.value)
 
 

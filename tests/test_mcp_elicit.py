@@ -147,6 +147,9 @@ async def test_bad_content_is_an_error_that_never_echoes_the_client(
         assert result.is_error
         assert SECRET not in text(result)
         assert "7" not in text(result)
+        # The error names the resolver and the parameter its value was for.
+        assert "ask_name" in text(result)
+        assert "parameter 'name'" in text(result)
         # The server keeps serving.
         assert (await c.call_tool("maybe_greet", {})).is_error
 

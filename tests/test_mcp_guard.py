@@ -1,11 +1,16 @@
 """The start-up guard: a handler with resolver markers but no @inject fails the server start."""
 
+import contextlib
+import subprocess
+import sys
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.resolve import Resolve as SdkResolve
 
+import resolvent._container
 from mcp_helpers import client
 from resolvent import Container, InvalidSignature, Resolve, Scope
 from resolvent.mcp import check_server, inject
@@ -102,3 +107,102 @@ def test_sdk_markers_on_a_prompt_are_not_handled_by_the_sdk() -> None:
 
     with pytest.raises(InvalidSignature, match="prompt 'hello'"):
         check_server(server)
+
+
+def forgetful_server(lifespan: str, kind: str) -> MCPServer:
+    """A server whose one *kind* of handler carries markers and no @inject at all."""
+    container = Container()
+
+    @contextlib.asynccontextmanager
+    async def own_lifespan(server: MCPServer) -> AsyncIterator[dict[str, str]]:
+        yield {}
+
+    span = container.lifespan if lifespan == "lifespan" else container.wrap_lifespan(own_lifespan)
+    server = MCPServer("forgetful", lifespan=span)
+
+    @container.provider(scope=Scope.APP)
+    async def notes() -> dict[str, str]:
+        return {"1": "buy milk"}
+
+    async def note(note_id: str, store: Annotated[dict[str, str], Resolve(notes)]) -> str:
+        return store[note_id]
+
+    # (A resource with marked parameters is refused by the SDK itself at registration.)
+    (server.tool() if kind == "tool" else server.prompt())(note)
+    return server
+
+
+def start_error(caught: pytest.ExceptionInfo[BaseException]) -> BaseException:
+    error = caught.value
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize("kind", ["tool", "prompt"])
+@pytest.mark.parametrize("lifespan", ["lifespan", "wrap_lifespan"])
+async def test_the_guard_runs_without_resolvent_mcp_being_imported(
+    monkeypatch: pytest.MonkeyPatch, lifespan: str, kind: str, mode: str
+) -> None:
+    # As in a server module that never imported resolvent.mcp: no guard was registered.
+    monkeypatch.setattr(resolvent._container, "_START_CHECKS", [])
+    server = forgetful_server(lifespan, kind)
+    with pytest.raises(BaseException) as caught:  # the client's task group may wrap it
+        async with client(server, mode):
+            pass  # pragma: no cover
+    error = start_error(caught)
+    assert isinstance(error, InvalidSignature), error
+    assert f"{kind} " in str(error) and "'store'" in str(error)
+    assert "@inject(container)" in str(error)
+
+
+FRESH = """
+import contextlib
+from typing import Annotated
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+from resolvent import Container, InvalidSignature, Resolve
+
+container = Container()
+
+
+@contextlib.asynccontextmanager
+async def own(server):
+    yield {}
+
+
+async def owner() -> str:
+    return "ada"
+
+
+async def main() -> None:
+    for span in (container.lifespan, container.wrap_lifespan(own)):
+        server = MCPServer("fresh", lifespan=span)
+
+        @server.tool()
+        async def hello(who: Annotated[str, Resolve(owner)]) -> str:
+            return who
+
+        try:
+            async with server.settings.lifespan(server):
+                print("started")
+        except InvalidSignature as exc:
+            print("refused:", "tool 'hello'" in str(exc))
+
+
+anyio.run(main)
+import sys
+
+print("resolvent.mcp imported:", "resolvent.mcp" in sys.modules)
+"""
+
+
+def test_a_server_module_that_never_imports_resolvent_mcp_is_refused() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", FRESH], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["refused: True", "refused: True"], proc.stdout

@@ -67,9 +67,18 @@ def register_start_check(check: Callable[[Any], None]) -> None:
 
 
 def _run_start_checks(server: Any) -> None:
-    if server is not None:
-        for check in _START_CHECKS:
-            check(server)
+    if server is None:
+        return
+    checks = list(_START_CHECKS)
+    if any(cls.__module__.partition(".")[0] == "mcp" for cls in type(server).__mro__):
+        # An MCP server (the SDK is loaded, since it exists): its guard runs even if the
+        # server module never imported resolvent.mcp, as one that forgot @inject does not.
+        from .mcp._guard import check_if_server
+
+        if check_if_server not in checks:
+            checks.append(check_if_server)
+    for check in checks:
+        check(server)
 
 
 class Container:

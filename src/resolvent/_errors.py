@@ -96,23 +96,37 @@ class NotAccepted(ResolventError):
 class InvalidAnswer(ResolventError):
     """An answer to a question did not fit the question's schema or kind.
 
-    The message names the resolver and never repeats the answer's content.
+    The message names the resolver and the parameter its value was for, and never
+    repeats the answer's content.
 
     Attributes:
         resolver: the wire key of the resolver whose question was answered, once known
             (None while the error has not yet left the question's parser).
+        parameter: the parameter the resolver's value was for, once known.
         detail: what was wrong with the answer, without the resolver's name.
     """
 
-    def __init__(self, message: str, *, resolver: str | None = None, detail: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        resolver: str | None = None,
+        detail: str | None = None,
+        parameter: str | None = None,
+    ):
         super().__init__(message)
         self.resolver = resolver
+        self.parameter = parameter
         self.detail = message if detail is None else detail
 
     @classmethod
-    def at(cls, step_name: str, wire_key: str, exc: InvalidAnswer) -> InvalidAnswer:
-        """*exc* raised by a question's parser, placed at the resolver that asked it."""
-        return cls(f"{step_name}: {exc}", resolver=wire_key, detail=exc.detail)
+    def at(
+        cls, step_name: str, wire_key: str, exc: InvalidAnswer, parameter: str | None = None
+    ) -> InvalidAnswer:
+        """*exc* raised by a question's parser, placed at the resolver that asked it (and
+        the *parameter* its value was for)."""
+        where = step_name if parameter is None else f"{step_name} (for parameter {parameter!r})"
+        return cls(f"{where}: {exc}", resolver=wire_key, detail=exc.detail, parameter=parameter)
 
 
 class InputRequired(ResolventError):

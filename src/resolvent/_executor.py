@@ -88,7 +88,7 @@ async def ask(call: CallLike | None, step: Step, question: Any) -> Answered:
             try:
                 return Answered(await kind.ask(call.asker, question))
             except InvalidAnswer as exc:
-                raise InvalidAnswer.at(step.name, step.wire_key, exc) from None
+                raise InvalidAnswer.at(step.name, step.wire_key, exc, step.param) from None
     raise ResolventError(
         f"{step.name} asked a question ({question!r}) but this call has nobody to ask.\n"
         "  fix: open the call with an asker, `container.call(asker=...)`, or use rounds=True"
@@ -153,7 +153,7 @@ class Rounds:
             try:
                 outcome = kind.parse(question, raw)
             except InvalidAnswer as exc:
-                raise InvalidAnswer.at(step.name, step.wire_key, exc) from None
+                raise InvalidAnswer.at(step.name, step.wire_key, exc, step.param) from None
             self.persist[key] = {"q": digest, "r": raw}
             return outcome
         self.pending[key] = question

@@ -2,7 +2,8 @@
 `inject`, whose internal parameters would otherwise become client-facing arguments.
 
 `check_server` walks an `MCPServer`'s tools, prompts, resources and resource templates;
-``container.lifespan`` runs it when the server starts (importing `resolvent.mcp` installs it).
+``container.lifespan`` and ``container.wrap_lifespan`` run it when an `MCPServer` starts,
+whether or not the server's module imported `resolvent.mcp`.
 """
 
 from __future__ import annotations

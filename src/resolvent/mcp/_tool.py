@@ -439,16 +439,13 @@ async def _ask_over_back_channel(ctx: Context[Any, Any], step: Step, question: A
             metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
         )
     except ValidationError:
-        raise InvalidAnswer(
-            f"{step.name}: the client sent a malformed answer",
-            resolver=step.wire_key,
-            detail=MALFORMED,
-        ) from None
+        malformed = InvalidAnswer("the client sent a malformed answer", detail=MALFORMED)
+        raise InvalidAnswer.at(step.name, step.wire_key, malformed, step.param) from None
     raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     try:
         return parse_result(question, raw)
     except InvalidAnswer as exc:
-        raise InvalidAnswer.at(step.name, step.wire_key, exc) from None
+        raise InvalidAnswer.at(step.name, step.wire_key, exc, step.param) from None
 
 
 def _input_required(ctx: Context[Any, Any], pending: InputRequired) -> types.InputRequiredResult:
