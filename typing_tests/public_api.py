@@ -86,3 +86,14 @@ async def main() -> None:
     assert_type(Container(warm=[pool, Settings]), Container)
     assert_type(Scope.APP > Scope.CALL, bool)
     assert_type(Elicit("?", Confirm).schema, type[Confirm])
+
+
+# `container.lifespan` is accepted where each framework takes a lifespan: it yields nothing.
+def apps_take_the_lifespan() -> None:
+    from fastapi import FastAPI
+    from mcp.server.mcpserver import MCPServer
+    from starlette.applications import Starlette
+
+    Starlette(lifespan=container.lifespan)
+    FastAPI(lifespan=container.lifespan)
+    MCPServer("typed", lifespan=container.lifespan)

@@ -459,15 +459,19 @@ class Container:
         self._closing.append(callback)
 
     @contextlib.asynccontextmanager
-    async def lifespan(self, server: Any = None) -> AsyncGenerator[Container, None]:
-        """The APP scope as a lifespan: ``MCPServer("x", lifespan=container.lifespan)``.
+    async def lifespan(self, server: Any = None) -> AsyncGenerator[None, None]:
+        """The APP scope as a lifespan: ``MCPServer("x", lifespan=container.lifespan)``,
+        ``Starlette(lifespan=...)``, ``FastAPI(lifespan=...)``.
 
-        Entries are reference-counted, so several connections may share one APP scope.
-        Checks that integrations registered (`register_start_check`) run on *server* first.
+        It yields nothing (no lifespan state), which every one of them accepts: Starlette
+        reads a yielded value as a state mapping, and FastAPI merges the states of the
+        routers an app includes. Entries are reference-counted, so several connections
+        may share one APP scope. Checks that integrations registered
+        (`register_start_check`) run on *server* first.
         """
         _run_start_checks(server)
         async with self:
-            yield self
+            yield
 
     def wrap_lifespan(
         self, inner: Callable[[Any], contextlib.AbstractAsyncContextManager[T]]

@@ -1,0 +1,110 @@
+"""Serve an app the way people run it: ``python -m uvicorn module:app`` in a subprocess.
+
+`serve` starts uvicorn on 127.0.0.1 with ``--port 0`` (the system picks a free port, read
+back from uvicorn's own start-up line), yields the base URL, and on exit stops the server
+with Ctrl-C (SIGINT) as a person would, so the app's lifespan shuts down. Everything the
+process printed is then in `Served.output` (stdout and stderr, one line each).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+STARTED = re.compile(r"Uvicorn running on (http://127\.0\.0\.1:\d+)")
+START_TIMEOUT = 60.0  # a cold interpreter importing FastAPI and the MCP SDK on a busy machine
+STOP_TIMEOUT = 30.0
+
+
+@dataclass
+class Served:
+    """A running (then stopped) uvicorn process."""
+
+    url: str = ""
+    lines: list[str] = field(default_factory=list)
+    returncode: int | None = None
+
+    @property
+    def output(self) -> list[str]:
+        """Every line the process printed so far, stripped."""
+        return [line.rstrip("\n") for line in self.lines]
+
+    def printed(self, prefix: str) -> list[str]:
+        """The lines that start with *prefix* (the apps print their events that way)."""
+        return [line for line in self.output if line.startswith(prefix)]
+
+
+def _pump(stream: object, into: queue.Queue[str | None]) -> None:
+    for line in stream:  # type: ignore[attr-defined]
+        into.put(line)
+    into.put(None)
+
+
+@contextmanager
+def serve(target: str, *, app_dir: Path = TESTS, factory: bool = False) -> Iterator[Served]:
+    """Run ``uvicorn target`` (``module:attribute``) from *app_dir* until the block ends."""
+    command = [sys.executable, "-m", "uvicorn", target, "--app-dir", str(app_dir)]
+    command += ["--host", "127.0.0.1", "--port", "0", "--log-level", "info", "--no-access-log"]
+    if factory:
+        command.append("--factory")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=str(app_dir),
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    pump = threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True)
+    pump.start()
+    served = Served()
+    try:
+        while not served.url:
+            try:
+                line = lines.get(timeout=START_TIMEOUT)
+            except queue.Empty:
+                raise AssertionError(
+                    f"uvicorn {target} did not start in {START_TIMEOUT} s:\n"
+                    + "\n".join(served.output)
+                ) from None
+            if line is None:
+                proc.wait(timeout=STOP_TIMEOUT)
+                raise AssertionError(
+                    f"uvicorn {target} exited with {proc.returncode} before serving:\n"
+                    + "\n".join(served.output)
+                )
+            served.lines.append(line)
+            match = STARTED.search(line)
+            if match:
+                served.url = match.group(1)
+        yield served
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        pump.join(timeout=STOP_TIMEOUT)
+        while True:
+            try:
+                line = lines.get_nowait()
+            except queue.Empty:
+                break
+            if line is not None:
+                served.lines.append(line)
+        served.returncode = proc.returncode
