@@ -1,0 +1,177 @@
+"""The benchmark figures the README and the docs publish, made from the committed results.
+
+A page marks each generated part with a pair of comments, invisible once rendered::
+
+    <!-- results: readme-summary -->
+
+    ...generated text...
+
+    <!-- /results -->
+
+``python -m benchmarks.published`` rewrites every such part from
+``benchmarks/results/latest.json`` (after a full run has replaced it), and
+``tests/test_published_figures.py`` fails when a page's part differs from what the file gives,
+so a figure cannot drift from the run it quotes. Figures outside these parts are history
+(what an earlier run measured), and say so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .report import cell, markdown
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "latest.json"
+PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
+
+REGION = re.compile(
+    r"(?P<open><!-- results: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(?P<close><!-- /results -->)",
+    re.DOTALL,
+)
+
+FASTAPI_NAMES = {
+    "fastapi-depends": "FastAPI `Depends`",
+    "dishka": "dishka",
+    "wireup": "wireup",
+}
+
+
+def load(path: Path = RESULTS) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def scenario(data: dict[str, Any], key: str) -> dict[str, Any]:
+    for s in data["scenarios"]:
+        if s["key"] == key:
+            return s
+    raise KeyError(f"scenario {key!r} is not in the results file")
+
+
+def ratio(data: dict[str, Any], key: str, name: str) -> float:
+    res = scenario(data, key)["results"][name]
+    if res["status"] != "ok":
+        raise KeyError(f"{name} has no figure in {key} ({res['status']})")
+    value: float = res["ratio"]
+    return value
+
+
+def x(value: float) -> str:
+    return f"{value:.2f}x"
+
+
+def best_peer(data: dict[str, Any], key: str) -> tuple[str, float]:
+    """The fastest implementation other than resolvent and the hand-written baseline."""
+    peers = [
+        (res["ratio"], name)
+        for name, res in scenario(data, key)["results"].items()
+        if name not in ("hand-written", "resolvent")
+        and res["status"] == "ok"
+        and res.get("kind") != "reference"
+    ]
+    value, name = min(peers)
+    return name, value
+
+
+def run_line(data: dict[str, Any]) -> str:
+    env = data["environment"]
+    return (
+        f"run {env['date']}, Python {env['python']}, {env['platform']} ({env['cpus']} CPUs),"
+        f" resolvent at {env['commit']}"
+    )
+
+
+def readme_summary(data: dict[str, Any]) -> str:
+    keys = (("S1", "one resolver"), ("S2", "an 8-resolver diamond"), ("S7", "a resource per call"))
+    ours = ", ".join(f"{x(ratio(data, k, 'resolvent'))} for {what}" for k, what in keys)
+    peers = ", ".join(f"{x(best_peer(data, k)[1])} ({best_peer(data, k)[0]})" for k, _ in keys)
+    http = data["http"]["results"]["resolvent"]
+    return (
+        f"- Against hand-written code (1.00x), a call costs {ours}; the fastest other container"
+        f" in each: {peers}.\n"
+        f"- An MCP `tools/call` in process costs {x(ratio(data, 'MCP', 'resolvent'))} the graph"
+        f" written in the tool (the MCP SDK's resolvers: {x(ratio(data, 'MCP', 'mcp-sdk'))});"
+        f" over HTTP, {x(http['rps_ratio'])} the requests per second.\n"
+        f"- Every scenario, peer and method ({run_line(data)}):"
+        " [docs/benchmarks.md](docs/benchmarks.md).\n"
+    )
+
+
+def fastapi_route(data: dict[str, Any]) -> str:
+    s = scenario(data, "FastAPI")["results"]
+    peers = ", ".join(
+        f"{label} {x(s[name]['ratio'])}" for name, label in FASTAPI_NAMES.items() if name in s
+    )
+    reference = s["hand-written + one yield Depends"]["ratio"]
+    return (
+        f"In a FastAPI route (an APP singleton, a per-request resource and 5 resolvers, through"
+        f" `httpx.ASGITransport`), resolvent costs {x(s['resolvent']['ratio'])} the hand-written"
+        f" route ({peers}); the hand-written route behind one empty `yield` dependency costs"
+        f" {x(reference)} on its own ({run_line(data)}).\n"
+    )
+
+
+def results(data: dict[str, Any]) -> str:
+    return markdown(data)
+
+
+def fastapi_busy(data: dict[str, Any]) -> str:
+    """The earlier FastAPI-only run, kept in ``fastapi.json``, as one table."""
+    earlier = load(RESULTS.with_name("fastapi.json"))
+    s = scenario(earlier, "FastAPI")["results"]
+    names = ["hand-written", "resolvent", *FASTAPI_NAMES]
+    labels = ["hand-written", "resolvent", *FASTAPI_NAMES.values()]
+    return (
+        "| " + " | ".join(labels) + " |\n"
+        "| " + " | ".join("---:" for _ in names) + " |\n"
+        "| " + " | ".join(cell(s[n]) for n in names) + " |\n"
+    )
+
+
+FRAGMENTS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "readme-summary": readme_summary,
+    "fastapi-route": fastapi_route,
+    "results": results,
+    "fastapi-busy": fastapi_busy,
+}
+
+__all__ = ("FRAGMENTS", "PAGES", "render")
+
+
+def render(text: str, data: dict[str, Any]) -> str:
+    """*text* with every marked part made again from *data*."""
+
+    def fill(m: re.Match[str]) -> str:
+        make = FRAGMENTS.get(m["name"])
+        if make is None:
+            raise KeyError(f"unknown results fragment {m['name']!r}; known: {sorted(FRAGMENTS)}")
+        # Blank lines around the part keep the markers out of its paragraphs and tables.
+        return m["open"] + "\n" + make(data).strip("\n") + "\n\n" + m["close"]
+
+    return REGION.sub(fill, text)
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    data = load()
+    stale = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        new = render(text, data)
+        if new != text:
+            stale.append(page.relative_to(ROOT))
+            if not check:
+                page.write_text(new, encoding="utf-8")
+    for page in stale:
+        print(f"{'stale' if check else 'rewrote'}: {page}")
+    return 1 if check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
