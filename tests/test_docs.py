@@ -33,7 +33,7 @@ SYBIL = Sybil(parsers=[PythonCodeBlockParser(), SKIP], path=str(ROOT))
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
-def test_code_blocks_run(path: Path) -> None:
+def test_code_blocks_run(path: Path, caplog: pytest.LogCaptureFixture) -> None:
     document = SYBIL.parse(path)
     # Each file reads as one script: run its blocks as ``__main__``, as a reader would.
     document.namespace.update(__name__="__main__", HAS_MCP=HAS_MCP)
@@ -48,5 +48,8 @@ def test_code_blocks_run(path: Path) -> None:
             skipped += 1
         else:
             ran += 1
+    # A page that runs as shown logs what failed in one line each, never a traceback.
+    tracebacks = [r.getMessage() for r in caplog.records if r.exc_info]
+    assert not tracebacks, f"{path.name} logs tracebacks: {tracebacks}"
     if skipped and not ran:
         pytest.skip(f"all {skipped} example(s) need resolvent.mcp")

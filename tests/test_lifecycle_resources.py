@@ -508,11 +508,13 @@ async def test_a_task_group_spanning_the_yield_works(options: dict[str, Any]) ->
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_failed_teardown_is_logged_with_its_traceback(
-    mode: str, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("level", [logging.ERROR, logging.DEBUG])
+async def test_a_failed_teardown_is_logged_in_one_line_traceback_on_debug(
+    mode: str, level: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """An operator sees the failure in the ``resolvent`` log, with the exception and the
-    place in resolvent that caught it, whichever way the call ran."""
+    """An operator sees the failure in the ``resolvent`` log as one line naming the resolver
+    and the exception, whichever way the call ran; the traceback rides along only when the
+    ``resolvent`` logger is enabled for DEBUG."""
     container = make_container(mode)
 
     @container.provider(scope=Scope.CALL)
@@ -523,13 +525,20 @@ async def test_a_failed_teardown_is_logged_with_its_traceback(
     async def handler(db: Annotated[str, Resolve(session)]) -> str:
         return db
 
-    with caplog.at_level(logging.ERROR, logger="resolvent"), contextlib.suppress(Exception):
+    with caplog.at_level(level, logger="resolvent"), contextlib.suppress(Exception):
         await run(container, handler, mode)
     [record] = [r for r in caplog.records if r.name == "resolvent"]
     assert record.levelno == logging.ERROR
-    assert record.getMessage().startswith("resolvent: teardown of ")
-    assert record.exc_info is not None
-    assert isinstance(record.exc_info[1], OSError)
+    message = record.getMessage()
+    assert message.startswith("resolvent: teardown of ")
+    assert "session failed: OSError: connection reset while closing" in message
+    assert "\n" not in message
+    if level == logging.DEBUG:
+        assert record.exc_info is not None
+        assert isinstance(record.exc_info[1], OSError)
+    else:
+        assert not record.exc_info
+        assert "Traceback" not in caplog.text
     # The record names resolvent's teardown code, not a logging helper in between.
     assert Path(record.pathname).parent == Path(resolvent.__file__).parent
-    assert record.funcName not in ("error", "_log")
+    assert record.funcName not in ("error", "failed", "_log")

@@ -43,6 +43,21 @@ class _Logger:
 
         logging.getLogger("resolvent").error(msg, *args, exc_info=exc_info, stacklevel=2)
 
+    def failed(self, msg: str, *args: object, error: BaseException) -> None:
+        """Log *error* at ERROR in one line, ``msg: Type: text``; its traceback rides along
+        only when the ``resolvent`` logger is enabled for DEBUG (a user asked for detail).
+
+        The caller receives the error itself (raised, grouped, or as a note), so by default
+        the log says what failed where, once, without a traceback per finalizer.
+        """
+        import logging
+
+        log = logging.getLogger("resolvent")
+        text = str(error).partition("\n")[0]
+        summary = f"{type(error).__name__}: {text}" if text else type(error).__name__
+        detail = error if log.isEnabledFor(logging.DEBUG) else None
+        log.error(msg + ": %s", *args, summary, exc_info=detail, stacklevel=2)
+
 
 logger = _Logger()
 
@@ -697,8 +712,8 @@ class _ThreadedSetup:
         try:
             _finalize_sync(self.step, self.obj, None)
         except BaseException as error:
-            logger.error(
-                "resolvent: teardown of %s (abandoned setup) failed", self.step.name, exc_info=error
+            logger.failed(
+                "resolvent: teardown of %s (abandoned setup) failed", self.step.name, error=error
             )
 
 
@@ -729,7 +744,7 @@ async def close_resources(
             try:
                 await _finalize(step, obj, exc)
             except BaseException as error:
-                logger.error("resolvent: teardown of %s failed", step.name, exc_info=error)
+                logger.failed("resolvent: teardown of %s failed", step.name, error=error)
                 errors.append(error)
     return errors
 
@@ -840,7 +855,7 @@ def _failed(
         return
     if exc is not None and _only(error, exc):
         return
-    logger.error("resolvent: teardown of %s failed", step.name, exc_info=error)
+    logger.failed("resolvent: teardown of %s failed", step.name, error=error)
     errors.append(error)
 
 
