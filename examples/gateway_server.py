@@ -58,4 +58,7 @@ def create_gateway(events: list[str] | None = None) -> MCPServer:
 
 
 if __name__ == "__main__":
+    from examples.serving import stdio_hint
+
+    stdio_hint("gateway", "python -m examples.gateway_server")
     create_gateway().run("stdio")

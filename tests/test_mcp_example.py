@@ -71,20 +71,37 @@ async def test_notes_server_over_stdio(mode: str) -> None:
             await exercise(c, script)
 
 
+def started_at(proc: "subprocess.Popen[str]") -> str:
+    """The URL a server process printed; it also prints the MCP Inspector command for it."""
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    inspector = proc.stdout.readline()
+    assert " MCP over streamable HTTP at http://127.0.0.1:" in first, first
+    url = first.rsplit(" ", 1)[1].strip()
+    assert url.endswith("/mcp")
+    assert inspector.split() == [
+        "inspect", "it:", "npx", "@modelcontextprotocol/inspector",
+        "--transport", "http", "--server-url", url,
+    ]  # fmt: skip
+    return url
+
+
 @pytest.mark.network
 async def test_notes_server_over_http() -> None:
-    port = free_port()
+    # Port 0: the server binds a free port, then says where it is.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "examples.notes_server", "--transport", "http", "--port", str(port)],
+        [sys.executable, "-m", "examples.notes_server", "--transport", "http", "--port", "0"],
         cwd=ROOT,
         env={**os.environ, **ENV},
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         with anyio.fail_after(60):
+            url = await anyio.to_thread.run_sync(started_at, proc)
+            port = int(url.rsplit(":", 1)[1].split("/")[0])
             await wait_listening(port)
-            url = f"http://127.0.0.1:{port}/mcp"
             script = answers()
             async with Client(url, mode="legacy", elicitation_callback=script) as c:
                 await exercise(c, script)

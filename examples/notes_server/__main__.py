@@ -1,5 +1,8 @@
 """Run the notes server: ``python -m examples.notes_server --transport stdio|http``.
 
+Over HTTP it prints the address to connect to and the MCP Inspector command for it
+(``--port 0`` picks a free port).
+
 ``--db PATH`` keeps the notes in a SQLite file. ``--workers N`` serves HTTP from N
 processes; they share the file, and the request-state key in ``NOTES_STATE_KEY`` (a random
 one is made for them when it is unset), so any worker can serve any round of a call.
@@ -11,6 +14,7 @@ import secrets
 
 import uvicorn
 
+from ..serving import serve, stdio_hint, url, where
 from .server import create_app, create_server
 
 
@@ -25,16 +29,18 @@ def main() -> None:
     state_key = os.environ.get("NOTES_STATE_KEY")
     if args.transport == "stdio":
         server, _ = create_server(args.db, state_key=state_key)
+        stdio_hint("notes server", "python -m examples.notes_server")
         server.run("stdio")
     elif args.workers == 1:
         app = create_app(args.db, state_key=state_key)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        serve(app, name="notes server", host=args.host, port=args.port)
     else:
         if args.db is None:
             parser.error("--workers needs --db: workers share notes only through a file")
         # Each worker builds its own app from the environment it inherits.
         os.environ["NOTES_DB"] = args.db
         os.environ.setdefault("NOTES_STATE_KEY", secrets.token_hex(32))
+        print(where(f"notes server ({args.workers} workers)", url(args.host, args.port)))
         uvicorn.run(
             "examples.notes_server.server:app_from_environment",
             factory=True,

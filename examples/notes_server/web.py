@@ -67,7 +67,7 @@ def create_web_app(
 
 
 def main() -> None:
-    import uvicorn
+    from ..serving import serve
 
     parser = argparse.ArgumentParser(description="The notes MCP server with an HTTP API.")
     parser.add_argument("--host", default="127.0.0.1")
@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--db", metavar="PATH", help="SQLite file (default: in memory)")
     args = parser.parse_args()
     app, _ = create_web_app(args.db)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    serve(app, name="notes web app (API: /notes, /health, /docs)", host=args.host, port=args.port)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,61 @@
+"""Serve an example's ASGI app under uvicorn, and say where it is.
+
+The socket is bound before anything is printed, so the address printed is the one listening
+(``--port 0`` picks a free port and prints it). Connections that arrive before uvicorn starts
+wait in the listen queue.
+"""
+
+import socket
+import sys
+from typing import Any
+
+INSPECTOR = "npx @modelcontextprotocol/inspector"
+
+
+def where(name: str, url: str) -> str:
+    """What a server prints once it listens: its MCP endpoint and the Inspector command."""
+    return (
+        f"{name}: MCP over streamable HTTP at {url}\n"
+        f"  inspect it:  {INSPECTOR} --transport http --server-url {url}\n"
+        f"  or list its tools from a shell:  {INSPECTOR} --cli {url} --transport http"
+        " --method tools/list\n"
+        "  stop with Ctrl-C"
+    )
+
+
+def stdio_hint(name: str, command: str) -> None:
+    """Started by hand in a terminal, a stdio server says what it waits for (on stderr:
+    stdout carries the protocol). Started by an MCP client, it says nothing."""
+    if sys.stdin.isatty():
+        print(
+            f"{name}: MCP over stdio, waiting for a client on stdin/stdout\n"
+            f"  inspect it:  {INSPECTOR} {command}\n"
+            "  stop with Ctrl-C",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def url(host: str, port: int, path: str = "/mcp") -> str:
+    """The URL a client on this machine connects to (a wildcard host means this machine)."""
+    shown = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(host)
+    if shown is None:
+        shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{path}"
+
+
+def serve(app: Any, *, name: str, host: str, port: int, path: str = "/mcp") -> None:
+    """Bind *host*:*port*, print the MCP URL and the Inspector command, then run *app*."""
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    print(where(name, url(host, sock.getsockname()[1], path)), flush=True)
+    config = uvicorn.Config(app, log_level="warning")
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:
+        sys.exit(130)
