@@ -8,10 +8,11 @@ Usage:
     python3 dev.py bench [ARGS]  run the benchmarks (ARGS go to python -m benchmarks)
     python3 dev.py docs          build the documentation (mkdocs build --strict)
 
-The first run creates .venv next to this file and installs the project into it
-(editable, with the dev and mcp extras). It reinstalls whenever pyproject.toml
-changes. Every command then runs with the virtualenv's Python, and dev.py exits
-with that command's exit code.
+The first run creates .venv next to this file and installs the project into it,
+editable: `demo` needs only the mcp extra (the package and the MCP SDK); the other
+commands add the dev extra (test runners, type checkers, docs, benchmark peers).
+It reinstalls whenever pyproject.toml changes. Every command then runs with the
+virtualenv's Python, and dev.py exits with that command's exit code.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import venv
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +32,12 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYPROJECT = ROOT / "pyproject.toml"
 STAMP = VENV / ".resolvent-installed"
-EXTRAS = "dev,mcp"
+DEMO_EXTRAS = ("mcp",)
+ALL_EXTRAS = ("dev", "mcp")
+WHAT = {
+    "mcp": "the MCP SDK",
+    "dev": "the development tools: pytest, ruff, mypy, pyright, mkdocs, benchmark peers",
+}
 MIN_PYTHON = (3, 11)
 
 USAGE = __doc__.split("\n\n", 2)[1] if __doc__ else ""
@@ -93,29 +100,76 @@ def create_venv() -> None:
             raise SystemExit(code or 1) from exc
 
 
-def ensure_env() -> None:
-    """Create .venv if needed and (re)install the project when pyproject.toml changed."""
+def installed_extras(wanted_hash: str) -> set[str]:
+    """The extras the stamp says are installed for this pyproject.toml (none if it changed)."""
+    try:
+        stamp = STAMP.read_text(encoding="utf-8").split()
+    except OSError:
+        return set()
+    if not stamp or stamp[0] != wanted_hash:
+        return set()
+    if len(stamp) == 1:  # written before the demo installed less: everything
+        return set(ALL_EXTRAS)
+    return set(stamp[1:])
+
+
+def pip_install(extras: Sequence[str]) -> int:
+    """Install the project with *extras*, printing pip's steps one short line each."""
+    cmd: list[str | Path] = [
+        venv_python(), "-m", "pip", "install",
+        "--disable-pip-version-check", "--progress-bar", "off",
+        "-e", f".[{','.join(extras)}]",
+    ]  # fmt: skip
+    started = time.monotonic()
+    collected = 0
+    try:
+        proc = subprocess.Popen(
+            [str(c) for c in cmd],
+            cwd=ROOT,
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+    except FileNotFoundError as exc:
+        log(f"cannot run pip: {exc}")
+        return 127
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        line = line.strip()
+        if line.startswith("Collecting ") or line.startswith("Obtaining "):
+            collected += 1
+            log(f"  [{collected}] {line.split(' ', 1)[1].split(' (')[0]}")
+        elif line.startswith("Installing collected packages:"):
+            names = line.split(":", 1)[1].split(",")
+            log(f"  installing {len(names)} package(s) ({time.monotonic() - started:.0f} s so far)")
+        elif line.startswith("Successfully installed"):
+            log(f"  done in {time.monotonic() - started:.0f} s")
+        elif line.startswith(("ERROR", "error")):
+            log(line)
+    return proc.wait()
+
+
+def ensure_env(extras: Sequence[str] = ALL_EXTRAS) -> None:
+    """Create .venv if needed and install the project with *extras* unless it already is."""
     if not venv_python().exists():
         create_venv()
     wanted = pyproject_hash()
-    try:
-        installed = STAMP.read_text(encoding="utf-8").strip()
-    except OSError:
-        installed = ""
-    if installed == wanted:
+    have = installed_extras(wanted)
+    if have.issuperset(extras):
         return
-    log(f"installing -e .[{EXTRAS}] into .venv")
-    cmd: list[str | Path] = [
-        venv_python(), "-m", "pip", "install",
-        "--disable-pip-version-check", "--quiet",
-        "-e", f".[{EXTRAS}]",
-    ]  # fmt: skip
-    code = run(cmd, env=child_env())
+    need = sorted(have.union(extras))
+    log(
+        "installing resolvent (anyio, pydantic, typing_extensions) with "
+        + "; ".join(WHAT[e] for e in need)
+        + " into .venv"
+    )
+    code = pip_install(need)
     if code != 0:
         STAMP.unlink(missing_ok=True)
         log(f"install failed (exit {code})")
         raise SystemExit(code)
-    STAMP.write_text(wanted + "\n", encoding="utf-8")
+    STAMP.write_text(" ".join([wanted, *need]) + "\n", encoding="utf-8")
 
 
 def action_demo(args: list[str]) -> int:
@@ -179,7 +233,7 @@ def main(argv: list[str]) -> int:
     if sys.version_info < MIN_PYTHON:
         log(f"Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer is required")
         return 2
-    ensure_env()
+    ensure_env(DEMO_EXTRAS if action is action_demo else ALL_EXTRAS)
     return action(argv[1:])
 
 
