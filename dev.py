@@ -113,6 +113,20 @@ def installed_extras(wanted_hash: str) -> set[str]:
     return set(stamp[1:])
 
 
+def requirement(line: str) -> str:
+    """What a line of pip's output says it is getting, or ''."""
+    word, _, rest = line.partition(" ")
+    rest = rest.split(" (from ")[0]
+    if word == "Collecting":
+        return rest
+    if word == "Processing" and rest.endswith(".whl"):  # a wheel from a local index
+        name, version = Path(rest).name.split("-")[:2]
+        return f"{name}=={version}"
+    if word == "Obtaining":
+        return "resolvent (this checkout, editable)"
+    return ""
+
+
 def pip_install(extras: Sequence[str]) -> int:
     """Install the project with *extras*, printing pip's steps one short line each."""
     cmd: list[str | Path] = [
@@ -137,9 +151,10 @@ def pip_install(extras: Sequence[str]) -> int:
     assert proc.stdout is not None
     for line in proc.stdout:
         line = line.strip()
-        if line.startswith("Collecting ") or line.startswith("Obtaining "):
+        name = requirement(line)
+        if name:
             collected += 1
-            log(f"  [{collected}] {line.split(' ', 1)[1].split(' (')[0]}")
+            log(f"  [{collected}] {name}")
         elif line.startswith("Installing collected packages:"):
             names = line.split(":", 1)[1].split(",")
             log(f"  installing {len(names)} package(s) ({time.monotonic() - started:.0f} s so far)")
