@@ -28,6 +28,7 @@ sync ones (an async APP/SESSION resource is refused there, as in a plain ``with`
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
@@ -69,7 +70,7 @@ def resolvent_override(request: pytest.FixtureRequest) -> Iterator[Override]:
             block = container.override(target, replacement)
             # The closer fixture holds the runner open, so this is the test's runner.
             with get_runner(backend, options) as runner:
-                if runner.is_running():  # called from the test or an async fixture
+                if _in_event_loop(backend):  # called from the test or an async fixture
                     block._enter(plain=False)  # pyright: ignore[reportPrivateUsage]
                 else:  # called from a sync fixture
                     runner.run_fixture(enter, {"block": block})
@@ -85,6 +86,28 @@ def resolvent_override(request: pytest.FixtureRequest) -> Iterator[Override]:
             stack.enter_context(container.override(target, replacement))
 
         yield override_sync
+
+
+def _in_event_loop(backend: str) -> bool:
+    """Whether this code runs inside the test runner's event loop (the test body or an
+    async fixture) rather than from a sync fixture, between the loop's turns.
+
+    The same check as anyio's ``TestRunner.is_running``, which only anyio 4.14 and later
+    have; asking the event loop directly works on every anyio this package supports.
+    """
+    if backend == "trio":
+        import trio
+
+        try:
+            trio.lowlevel.current_task()
+        except RuntimeError:
+            return False
+        return True
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 @pytest.fixture
