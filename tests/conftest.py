@@ -10,16 +10,36 @@ from __future__ import annotations
 
 import inspect
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import settings
+
+from optional import skip_if_optional
 
 # CI replays the same examples on every run (a failure there is reproducible from the
 # log); a developer's run explores new ones and keeps failures in .hypothesis/.
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+class _ModuleNeedingExtras(pytest.Module):
+    """A test module that is skipped when an optional package it imports is missing
+    (tests/optional.py lists them)."""
+
+    def collect(self) -> Any:
+        try:
+            return super().collect()
+        except pytest.Collector.CollectError as error:
+            skip_if_optional(error.__cause__, self.path.name)
+            raise
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module:
+    return _ModuleNeedingExtras.from_parent(parent, path=module_path)
+
 
 ANYIO_BACKENDS = [
     pytest.param("asyncio", id="asyncio"),

@@ -152,6 +152,7 @@ def test_compatible_or_unknown_consumers_compile(annotation: Any) -> None:
 
 
 def test_sdk_questions_and_outcomes_are_judged_the_same_way() -> None:
+    pytest.importorskip("mcp", reason="compares with the SDK's questions: needs the mcp extra")
     from mcp.server.elicitation import AcceptedElicitation
     from mcp.server.mcpserver import Elicit as SdkElicit
     from mcp.server.mcpserver import ElicitationResult as SdkElicitationResult

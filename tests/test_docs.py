@@ -15,6 +15,8 @@ import pytest
 from sybil import Sybil
 from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 
+from optional import skip_if_optional
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
@@ -46,6 +48,9 @@ def test_code_blocks_run(path: Path, caplog: pytest.LogCaptureFixture) -> None:
             example.evaluate()
         except SkipTest:
             skipped += 1
+        except ModuleNotFoundError as error:
+            skip_if_optional(error, str(path.relative_to(ROOT)))
+            raise
         else:
             ran += 1
     # A page that runs as shown logs what failed in one line each, never a traceback.

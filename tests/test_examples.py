@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -24,6 +26,7 @@ def run_example(name: str, *args: str) -> str:
 
 
 def test_mcp_demo() -> None:
+    pytest.importorskip("mcp", reason="the demo is an MCP server: needs the mcp extra")
     out = run_example("demo.py")
     lines = out.splitlines()
     # The tool list: the schema shows only caller-facing parameters; injected ones are named
