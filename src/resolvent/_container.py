@@ -30,7 +30,7 @@ import anyio.to_thread
 
 from ._compiler import NO_OVERRIDES, Overrides, build_graph
 from ._errors import ResolventError
-from ._executor import MISSING, Rounds, _run_step, generate, interpret
+from ._executor import MISSING, Rounds, _run_step, generate, interpret, timed_out
 from ._markers import Resolve, is_inline
 from ._plan import Plan, Step
 from ._questions import Asker
@@ -977,9 +977,28 @@ class Call:
         timeout = self._container.call_timeout
         if timeout is None:
             return await self._resolve(plan, args)
-        with anyio.fail_after(timeout) as deadline:
-            cast(Exits, self.exits).deadline = deadline.deadline
-            return await self._resolve(plan, args)
+        return await self._resolve_within(plan, args, timeout)
+
+    async def _resolve_within(
+        self, plan: Plan, args: Mapping[str, Any], seconds: float
+    ) -> dict[str, Any]:
+        """`_resolve` under ``call_timeout``; on expiry a `CallTimeout` naming what ran."""
+        cancelled: BaseException | None = None
+        try:
+            with anyio.fail_after(seconds) as scope:
+                cast(Exits, self.exits).deadline = scope.deadline
+                try:
+                    return await self._resolve(plan, args)
+                except anyio.get_cancelled_exc_class() as exc:
+                    if anyio.current_time() >= scope.deadline:
+                        cancelled = exc  # the deadline's own cancellation
+                    raise
+        except TimeoutError:
+            if cancelled is None:
+                raise  # a TimeoutError of a resolver's own
+            raise timed_out(plan, seconds, cancelled) from None
+        finally:
+            cancelled = None  # its traceback holds every frame of the resolution
 
     async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]:
         container = self._container

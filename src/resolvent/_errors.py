@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ("InputRequired", "InvalidAnswer", "InvalidSignature", "NotAccepted", "ResolventError")
+__all__ = (
+    "AnswerTimeout",
+    "CallTimeout",
+    "InputRequired",
+    "InvalidAnswer",
+    "InvalidSignature",
+    "NotAccepted",
+    "ResolventError",
+)
 
 
 class ResolventError(Exception):
@@ -146,3 +154,86 @@ class InputRequired(ResolventError):
         self.questions = questions
         self.state = state
         super().__init__(f"{len(questions)} question(s) need an answer: {', '.join(questions)}")
+
+
+def _seconds(value: float) -> str:
+    return repr(float(value))
+
+
+class CallTimeout(ResolventError, TimeoutError):
+    """``call_timeout`` expired while a call's dependencies were being resolved.
+
+    A `TimeoutError`: catch it as one. The message names the parameters whose resolvers
+    were still running (when they can be told), the path to each, and the bound.
+
+    Attributes:
+        timeout: the container's ``call_timeout``, in seconds.
+        consumer: the qualified name of the function whose call timed out.
+        running: for each resolver still running when time ran out: *consumer*'s
+            parameter it was resolving, the resolver's name, and the path to it.
+        parameter: the first of those parameters (None if none could be told).
+        brief: the first line of the message, fit to show a remote caller.
+    """
+
+    def __init__(
+        self, timeout: float, consumer: str, running: tuple[tuple[str, str, str], ...] = ()
+    ) -> None:
+        self.timeout = timeout
+        self.consumer = consumer
+        self.running = running
+        self.parameter = running[0][0] if running else None
+        bound = f"call_timeout={_seconds(timeout)} s"
+        if not running:
+            brief = f"resolving the dependencies of {consumer} took longer than {bound}"
+            lines = ""
+            slow = "the slow resolver"
+        else:
+            params = " and ".join(dict.fromkeys(f"`{param}`" for param, _, _ in running))
+            names = ", ".join(name for _, name, _ in running)
+            verb = "was" if len(running) == 1 else "were"
+            brief = f"resolving {params} took longer than {bound} ({names} {verb} still running)"
+            lines = "".join(f"\n  path: {path}" for _, _, path in running)
+            slow = names
+        self.brief = brief
+        super().__init__(
+            f"{brief}{lines}\n  fix: make {slow} faster, or give it more time: "
+            "Container(call_timeout=...)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.timeout, self.consumer, self.running))
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class AnswerTimeout(ResolventError, TimeoutError):
+    """Nobody answered a question within ``answer_timeout``.
+
+    A `TimeoutError`: catch it as one. The time spent waiting for an answer does not count
+    against ``call_timeout``; this is the separate bound for it.
+
+    Attributes:
+        timeout: the container's ``answer_timeout``, in seconds.
+        resolver: the resolver whose question went unanswered.
+        parameter: the parameter its value was for.
+        brief: the message, fit to show a remote caller.
+    """
+
+    def __init__(self, timeout: float, resolver: str, parameter: str) -> None:
+        self.timeout = timeout
+        self.resolver = resolver
+        self.parameter = parameter
+        self.brief = (
+            f"the question asked for `{parameter}` ({resolver}) was not answered within "
+            f"answer_timeout={_seconds(timeout)} s"
+        )
+        super().__init__(
+            f"{self.brief}\n  fix: answer sooner, or allow more time: Container(answer_timeout=...)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.timeout, self.resolver, self.parameter))
+
+    def __str__(self) -> str:
+        return str(self.args[0])

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import anyio
 import anyio.to_thread
 
-from ._errors import InputRequired, InvalidAnswer, ResolventError
+from ._errors import CallTimeout, InputRequired, InvalidAnswer, ResolventError
 from ._plan import Input, Step
 from ._questions import QUESTION_KINDS, Answered, Asker, Outcome, QuestionKind, as_outcome
 from ._scopes import (
@@ -234,6 +234,45 @@ def _fail(
             index = line_steps.get(tb.tb_lineno, index)
         tb = tb.tb_next
     return explain(exc, plan, index, args, values)
+
+
+def timed_out(plan: Plan, timeout: float, cancelled: BaseException) -> CallTimeout:
+    """The error for *plan*'s call whose ``call_timeout`` expired; *cancelled* is the
+    cancellation the deadline sent, whose trace tells which resolvers were running."""
+    running: list[Step] = []
+    tb = cancelled.__traceback__
+    while tb is not None:  # the deepest steps the cancellation passed through
+        frame = tb.tb_frame
+        code = frame.f_code
+        if code is _run_step.__code__:  # the interpreter, one step at a time
+            step = frame.f_locals.get("step")
+            running = [step] if isinstance(step, Step) else running
+        elif code is _run_concurrently.__code__:  # branches: every started, unfinished one
+            local = frame.f_locals
+            vals, waiting, ready = local.get("vals"), local.get("waiting"), local.get("ready")
+            if vals is not None and waiting is not None and ready is not None:
+                running = [
+                    s
+                    for s in plan.steps
+                    if not waiting[s.index] and vals[s.index] is MISSING and s.index not in ready
+                ]
+        elif code.co_filename.startswith("<resolvent plan "):  # generated code
+            lines, owner = frame.f_globals.get("LINES"), frame.f_globals.get("PLAN")
+            if lines is not None and owner and lines[0] == code.co_filename:
+                index = lines[1].get(tb.tb_lineno, -1)
+                running = [owner[0].steps[index]] if index >= 0 else running
+        tb = tb.tb_next
+    steps = plan.steps
+    told: list[tuple[str, str, str]] = []
+    for step in running:
+        if not (step.index < len(steps) and steps[step.index] is step):
+            told.append((step.param, step.name, step.name))  # another plan's (an override's)
+            continue
+        top = step
+        while top.parent >= 0:
+            top = steps[top.parent]
+        told.append((top.param, step.name, plan.path_to(step.index)))
+    return CallTimeout(timeout, plan.name, tuple(told))
 
 
 # --- the interpreter ------------------------------------------------------------------

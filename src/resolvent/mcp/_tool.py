@@ -41,7 +41,7 @@ from mcp_types.version import is_version_at_least
 from pydantic import ValidationError
 
 from .._container import Container, Session
-from .._errors import InputRequired, InvalidAnswer, InvalidSignature, NotAccepted
+from .._errors import CallTimeout, InputRequired, InvalidAnswer, InvalidSignature, NotAccepted
 from .._plan import Plan, Step
 from .._questions import Outcome
 from .._scopes import Scope
@@ -247,7 +247,10 @@ class _Tool:
             return self._own_result(result)
         if ctx is None:  # needs nothing from the request: no questions, no SESSION
             call = container.call()
-            return await self._run_call(call, ctx, plan, kwargs, False)
+            try:
+                return await self._run_call(call, ctx, plan, kwargs, False)
+            except CallTimeout as exc:
+                raise _refusal(ctx, exc.brief) from None
         modern = _uses_input_required(ctx.protocol_version)
         rounds = modern and self.asks
         answers: dict[str, Any] | None = None
@@ -278,6 +281,10 @@ class _Tool:
             if self.sdk_wording and exc.resolver is not None:
                 raise _refusal(ctx, _sdk_answer_text(exc, exc.resolver, modern)) from None
             raise _refusal(ctx, str(exc)) from None
+        except CallTimeout as exc:
+            # Expected, not a crash: the client reads what ran out of time and the bound,
+            # the server logs one line (a traceback per timed-out call costs real CPU).
+            raise _refusal(ctx, exc.brief) from None
 
     async def _run_in_session(
         self,
@@ -398,8 +405,10 @@ def _sdk_answer_text(exc: InvalidAnswer, resolver: str, modern: bool) -> str:
     return f"Resolver {resolver!r}: {detail}"
 
 
-def _refusal(ctx: Context[Any, Any], text: str) -> Exception:
+def _refusal(ctx: Context[Any, Any] | None, text: str) -> Exception:
     """The error whose *text* the SDK shows the client for this kind of request."""
+    if ctx is None:  # called outside a request (MCPServer.call_tool() directly)
+        return ToolError(text)
     method = ctx.request_context.method
     if method == "prompts/get":  # the SDK hides every prompt failure but MCPError
         return MCPError(code=types.INVALID_PARAMS, message=text)
