@@ -12,7 +12,7 @@ import itertools
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi import Request as FastAPIRequest
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
@@ -85,6 +85,18 @@ def _fastapi_routes(router: APIRouter, log: Log) -> tuple[Container, Callable[..
         p: Annotated[Pool, Resolve(pool)], tx: Annotated[int, Resolve(transaction)]
     ) -> dict[str, int]:
         return {"pool": p.number, "tx": tx}
+
+    @web_inject(container)
+    async def route_tx(tx: Annotated[int, Resolve(transaction)]) -> int:
+        return tx
+
+    @router.get("/together")
+    @web_inject(container)
+    async def together(
+        dep: Annotated[int, Depends(route_tx)], tx: Annotated[int, Resolve(transaction)]
+    ) -> dict[str, int]:
+        """An injected dependency and the route share the request's CALL scope."""
+        return {"dependency": dep, "route": tx}
 
     return container, pool
 

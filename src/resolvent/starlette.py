@@ -6,6 +6,9 @@ CALL is one HTTP request (or one WebSocket connection), APP is the container's l
 the body stay the framework's job: the wrapper shows the framework only the caller-facing
 parameters, so injected ones never appear in FastAPI's OpenAPI schema.
 
+A request is one CALL scope wherever resolvent is entered in it: a FastAPI dependency
+decorated with `inject` and the route that uses it share it.
+
 The CALL scope closes after the response is sent, so a streaming body reads open
 resources. On Starlette the endpoint returns at once and the work (resolving, the
 function, sending its response) runs when Starlette sends that "response"; on FastAPI a
@@ -17,10 +20,11 @@ This module needs Starlette (``pip install resolvent[starlette]``); the core nev
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import typing
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Annotated, Any, TypeVar
 
 from starlette.requests import HTTPConnection, Request
@@ -38,6 +42,7 @@ __all__ = ("inject",)
 F = TypeVar("F", bound=Callable[..., Any])
 
 _CALL = "resolvent_call"
+_CALLS = "resolvent.calls"  # the ASGI scope key of a request's open CALL scopes
 
 
 def inject(container: Container) -> Callable[[F], F]:
@@ -74,6 +79,34 @@ def _values(connection: HTTPConnection) -> dict[Any, Any]:
     return {WebSocket if isinstance(connection, WebSocket) else Request: connection}
 
 
+@contextlib.asynccontextmanager
+async def _request_call(
+    container: Container, connection: HTTPConnection
+) -> AsyncGenerator[Call, None]:
+    """The request's CALL scope on *container*: opened by the first `inject` entered in
+    the request (a FastAPI dependency, the route), shared by every later one.
+
+    The open call is kept in the request's ASGI scope (one dict per request, which
+    Starlette's routers and mounts update in place), so a dependency and the route that
+    uses it resolve in one CALL scope: each has a ``resolvent_call`` dependency of its
+    own, which FastAPI enters on the request's exit stack, the first one (the opener)
+    first, so it also leaves last, after the response is sent.
+    """
+    calls: dict[Container, Call] | None = connection.scope.get(_CALLS)
+    if calls is None:
+        calls = connection.scope[_CALLS] = {}
+    call = calls.get(container)
+    if call is not None:  # entered already in this request: its opener closes it
+        yield call
+        return
+    async with container.call(values=_values(connection)) as call:
+        calls[container] = call
+        try:
+            yield call
+        finally:
+            del calls[container]
+
+
 def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     plan = container.compile(fn)
     if Lifetime.SESSION in plan.scopes:
@@ -91,7 +124,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
         connection: HTTPConnection, scope: Scope, receive: Receive, send: Send
     ) -> None:
         # Starlette: the whole request, response included, runs in one CALL scope.
-        async with container.call(values=_values(connection)) as call:
+        async with _request_call(container, connection) as call:
             response = await call.run(plan)
             await response(scope, receive, send)
 
@@ -99,7 +132,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
         if args:  # a Starlette endpoint is called with the request (or WebSocket) only
             connection: HTTPConnection = args[0]
             if isinstance(connection, WebSocket):
-                async with container.call(values=_values(connection)) as call:
+                async with _request_call(container, connection) as call:
                     return await call.run(plan)
             return functools.partial(respond, connection)
         # FastAPI: the `resolvent_call` dependency holds the scope until the response is sent.
@@ -108,11 +141,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
         held: Call = kwargs.pop(_CALL)
         return await held.run(plan, **kwargs)
 
-    async def open_call(connection: HTTPConnection) -> AsyncIterator[Call]:
-        async with container.call(values=_values(connection)) as call:
-            yield call
-
-    dependency = _fastapi_dependency(open_call)
+    dependency = _fastapi_dependency(container)
     if dependency is not None:
         call_param = inspect.Parameter(
             _CALL, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[Call, dependency]
@@ -135,11 +164,16 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _fastapi_dependency(open_call: Callable[[HTTPConnection], AsyncIterator[Call]]) -> Any:
+def _fastapi_dependency(container: Container) -> Any:
     """``Depends(open_call)``, or None without FastAPI: FastAPI leaves the dependency's
     ``yield`` after sending the response, so the CALL scope lives that long."""
     try:
         from fastapi import Depends
     except ImportError:  # pragma: no cover - Starlette alone
         return None
+
+    async def open_call(connection: HTTPConnection) -> AsyncIterator[Call]:
+        async with _request_call(container, connection) as call:
+            yield call
+
     return Depends(open_call)

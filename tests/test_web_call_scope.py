@@ -1,0 +1,142 @@
+"""One CALL scope per web request, wherever resolvent is entered within it.
+
+A FastAPI dependency decorated with `resolvent.starlette.inject` and the injected route
+that uses it resolve in the request's one CALL scope: a CALL resource they both need (a
+transaction, say) opens once, and both see the same value. Run under Starlette's
+`TestClient` on asyncio and trio.
+"""
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import pytest
+from fastapi import APIRouter, Depends, FastAPI, Security
+from starlette.testclient import TestClient
+
+from resolvent import Container, Resolve, Scope
+from resolvent.starlette import inject
+
+BACKENDS = ["asyncio", "trio"]
+
+
+def transaction_app(events: list[str]) -> tuple[FastAPI, Container, Any]:
+    container = Container()
+    numbers = iter(range(1, 1000))
+
+    @container.provider(scope=Scope.APP)
+    async def pool() -> AsyncIterator[str]:
+        yield "pool"
+
+    async def transaction(p: Annotated[str, Resolve(pool)]) -> AsyncIterator[int]:
+        n = next(numbers)
+        events.append(f"begin {n}")
+        yield n
+        events.append(f"commit {n}")
+
+    return FastAPI(lifespan=container.lifespan), container, transaction
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "how", ["depends", "security", "no-cache", "function-scope", "router", "chain"]
+)
+def test_an_injected_dependency_shares_the_route_call_scope(how: str, backend: str) -> None:
+    events: list[str] = []
+    app, container, transaction = transaction_app(events)
+    seen: list[int] = []
+
+    @inject(container)
+    async def user_tx(tx: Annotated[int, Resolve(transaction)]) -> int:
+        seen.append(tx)
+        return tx
+
+    @inject(container)
+    async def outer_tx(
+        inner: Annotated[int, Depends(user_tx)], tx: Annotated[int, Resolve(transaction)]
+    ) -> int:
+        seen.append(tx)
+        return inner
+
+    dependency: Any = {
+        "depends": Depends(user_tx),
+        "security": Security(user_tx, scopes=["notes:read"]),
+        "no-cache": Depends(user_tx, use_cache=False),
+        "function-scope": Depends(user_tx, scope="function"),
+        "router": Depends(user_tx),
+        "chain": Depends(outer_tx),
+    }[how]
+    router = APIRouter(dependencies=[dependency] if how == "router" else [])
+
+    if how == "router":
+
+        @router.get("/tx")
+        @inject(container)
+        async def route_only(tx: Annotated[int, Resolve(transaction)]) -> dict[str, int]:
+            return {"dependency": seen[-1], "route": tx}
+
+    else:
+
+        @router.get("/tx")
+        @inject(container)
+        async def route(
+            dep: Annotated[int, dependency], tx: Annotated[int, Resolve(transaction)]
+        ) -> dict[str, int]:
+            return {"dependency": dep, "route": tx}
+
+    app.include_router(router)
+    with TestClient(app, backend=backend) as client:
+        assert client.get("/tx").json() == {"dependency": 1, "route": 1}
+        assert client.get("/tx").json() == {"dependency": 2, "route": 2}
+    # The CALL resource opened once per request, for the dependency and the route alike.
+    assert events == ["begin 1", "commit 1", "begin 2", "commit 2"]
+    assert set(seen) == {1, 2}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_injected_dependency_of_a_plain_route_opens_the_call_scope(backend: str) -> None:
+    """A route FastAPI calls itself (no `inject`) still gets one CALL scope from its
+    injected dependency, closed after the response."""
+    events: list[str] = []
+    app, container, transaction = transaction_app(events)
+
+    @inject(container)
+    async def user_tx(tx: Annotated[int, Resolve(transaction)]) -> int:
+        events.append(f"dependency saw {tx}")
+        return tx
+
+    @app.get("/plain")
+    async def plain(
+        a: Annotated[int, Depends(user_tx)], b: Annotated[int, Security(user_tx, scopes=["x"])]
+    ) -> list[int]:
+        events.append("route")
+        return [a, b]
+
+    with TestClient(app, backend=backend) as client:
+        assert client.get("/plain").json() == [1, 1]
+    assert events[0] == "begin 1" and events[-1] == "commit 1"
+    assert events.count("begin 1") == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_containers_in_one_request_keep_their_own_call_scopes(backend: str) -> None:
+    events: list[str] = []
+    app, container, transaction = transaction_app(events)
+    other_events: list[str] = []
+    _, other, other_transaction = transaction_app(other_events)
+
+    @inject(other)
+    async def other_tx(tx: Annotated[int, Resolve(other_transaction)]) -> int:
+        return tx
+
+    @app.get("/both")
+    @inject(container)
+    async def both(
+        theirs: Annotated[int, Depends(other_tx)], ours: Annotated[int, Resolve(transaction)]
+    ) -> list[int]:
+        return [theirs, ours]
+
+    app.router.lifespan_context = container.wrap_lifespan(other.lifespan)  # both APP scopes
+    with TestClient(app, backend=backend) as client:
+        assert client.get("/both").json() == [1, 1]
+    assert events == ["begin 1", "commit 1"]
+    assert other_events == ["begin 1", "commit 1"]
