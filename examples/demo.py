@@ -20,6 +20,14 @@ import sys
 from typing import Any
 
 import anyio
+
+try:
+    import mcp  # noqa: F401  (the first thing this example needs beyond resolvent)
+except ModuleNotFoundError:
+    raise SystemExit(
+        'This example needs the MCP SDK: pip install ".[mcp]" (or run python3 dev.py demo).'
+    ) from None
+
 import mcp_types as types
 from mcp.client import Client, ClientRequestContext
 from notes_server import server as notes

@@ -14,6 +14,13 @@ the same way. Run it over stdio with ``python -m examples.gateway_server``.
 from collections.abc import AsyncIterator
 from typing import Annotated
 
+try:
+    import mcp  # noqa: F401  (the first thing this example needs beyond resolvent)
+except ModuleNotFoundError:
+    raise SystemExit(
+        'This example needs the MCP SDK: pip install ".[mcp]" (or run python3 dev.py demo).'
+    ) from None
+
 from mcp.client import Client
 from mcp.server.mcpserver import MCPServer
 

@@ -4,7 +4,8 @@ Each client gets a SESSION (its shopping cart lives there); each request is a CA
 its own request id and a timer resource); the price list and the stock service live in
 the APP scope. The same container runs on asyncio and then on trio.
 
-Run it with ``python examples/plain_anyio.py``.
+Run it with ``python examples/plain_anyio.py``; the trio half needs trio
+(``pip install ".[trio]"``) and says so when it is missing.
 """
 
 from __future__ import annotations
@@ -125,6 +126,13 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    import importlib
+
     for backend in ("asyncio", "trio"):
         print(f"== {backend}")
+        try:
+            importlib.import_module(backend)
+        except ImportError:
+            print(f'{backend} is not installed: pip install ".[{backend}]" runs this part too')
+            continue
         anyio.run(main, backend=backend)

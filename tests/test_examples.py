@@ -116,3 +116,36 @@ def test_plain_anyio_on_both_backends() -> None:
         assert part.index("cart 2 closed") < part.index("stock service down")
         assert part.count("stock service up") == 1
         assert "2. cart        SESSION async generator" in part
+
+
+def without(module: str, example: str) -> subprocess.CompletedProcess[str]:
+    """Run *example* as if *module* were not installed."""
+    code = (
+        f"import runpy, sys; sys.modules[{module!r}] = None;"
+        f" runpy.run_path({str(EXAMPLES / example)!r}, run_name='__main__')"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=EXAMPLES.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_plain_anyio_without_trio_says_what_to_install() -> None:
+    proc = without("trio", "plain_anyio.py")
+    assert proc.returncode == 0, proc.stderr
+    asyncio_part, _, trio_part = proc.stdout.partition("== trio")
+    assert "#3 ada: total 7" in asyncio_part
+    assert trio_part.strip() == 'trio is not installed: pip install ".[trio]" runs this part too'
+    assert "LookupError" not in proc.stderr
+
+
+def test_mcp_examples_without_the_sdk_say_what_to_install() -> None:
+    for example in ("demo.py", "gateway_server.py"):
+        proc = without("mcp", example)
+        assert proc.returncode == 1
+        assert proc.stderr.strip().endswith('pip install ".[mcp]" (or run python3 dev.py demo).')
+        assert "Traceback" not in proc.stderr

@@ -21,6 +21,13 @@ module-level ``server`` is one of them. Each scope logs its lifecycle at DEBUG l
 import sqlite3
 from typing import Annotated, Any
 
+try:
+    import mcp  # noqa: F401  (the first thing this example needs beyond resolvent)
+except ModuleNotFoundError:
+    raise SystemExit(
+        'This example needs the MCP SDK: pip install ".[mcp]" (or run python3 dev.py demo).'
+    ) from None
+
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.request_state import RequestStateSecurity

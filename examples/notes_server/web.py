@@ -16,6 +16,11 @@ import sqlite3
 from contextlib import AbstractAsyncContextManager
 from typing import Annotated
 
+try:
+    import fastapi  # noqa: F401  (what this example needs beyond the notes server)
+except ModuleNotFoundError:
+    raise SystemExit('This example needs FastAPI: pip install ".[mcp,fastapi]".') from None
+
 from fastapi import FastAPI, HTTPException
 
 from resolvent import Container, Resolve
