@@ -1,8 +1,9 @@
-"""The ``resolvent`` command line: ``resolvent graph module:function``."""
+"""The ``resolvent`` command line: ``resolvent graph`` and ``resolvent bench``."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import os
 import sys
@@ -10,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, TextIO
 
+from ._bench import MODES
 from ._container import Container
 from ._errors import InvalidSignature
 from ._markers import HANDLER
@@ -55,6 +57,61 @@ def _parser() -> argparse.ArgumentParser:
         choices=_FORMATS,
         default="text",
         help="output format (default: text)",
+    )
+    bench = commands.add_parser(
+        "bench",
+        help="time a function's resolution and body, split into your code and resolvent's",
+        description=(
+            "Import MODULE, compile FUNCTION as `resolvent graph` does, open its container "
+            "and call it repeatedly: report calls per second, the time per call split into "
+            "your code (resolvers, resource set-up and teardown, the body) and resolvent's "
+            "own overhead, and each resolver's runs per call, mean and p99. APP and SESSION "
+            "values start once, before the timing. Exits with status 1 if the function "
+            "cannot be benchmarked (the error says why and how to fix it)."
+        ),
+    )
+    bench.add_argument("target", metavar="MODULE:FUNCTION", help="the function to time")
+    bench.add_argument(
+        "--container",
+        metavar="MODULE:NAME",
+        help="the Container to run in (found as for `resolvent graph`)",
+    )
+    bench.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a call argument; VALUE is a Python literal (42, 'x', [1, 2]), else a string",
+    )
+    bench.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME=MODULE:NAME",
+        help="replace a provider (function or provided type) for the run, as "
+        "container.override does, e.g. to stand in for a resolver that needs the MCP "
+        "Context or asks a question",
+    )
+    amount = bench.add_mutually_exclusive_group()
+    amount.add_argument("--calls", type=int, metavar="N", help="timed calls per mode")
+    amount.add_argument(
+        "--seconds",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="time to spend per mode (default: 2)",
+    )
+    bench.add_argument(
+        "--mode",
+        choices=(*MODES, "all"),
+        default="generated",
+        help="how calls run: generated code (container.run), the interpreter (a call "
+        "scope in multi-round mode), concurrent branches, or all three side by side "
+        "(default: generated)",
+    )
+    bench.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
+    bench.add_argument(
+        "--plot", metavar="FILE.png", help="draw the time per resolver (needs matplotlib)"
     )
     return parser
 
@@ -186,6 +243,88 @@ def _graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _value(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return text
+
+
+def _bench_args(args: argparse.Namespace) -> tuple[dict[str, Any], list[tuple[Any, Any]]]:
+    values: dict[str, Any] = {}
+    for item in args.arg:
+        name, sep, text = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise UsageError(f"--arg must look like NAME=VALUE, got {item!r}")
+        values[name] = _value(text)
+    overrides: list[tuple[Any, Any]] = []
+    for item in args.override:
+        left, sep, right = item.partition("=")
+        if not sep:
+            raise UsageError(f"--override must look like module:name=module:name, got {item!r}")
+        pair: list[Any] = []
+        for spec in (left, right):
+            module, name = _split(spec, "--override")
+            pair.append(_lookup(_import(module), name))
+        overrides.append((pair[0], pair[1]))
+    if args.calls is not None and args.calls < 1:
+        raise UsageError("--calls must be at least 1")
+    if args.calls is None and args.seconds <= 0:
+        raise UsageError("--seconds must be positive")
+    return values, overrides
+
+
+def _bench(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import anyio
+
+    from . import _bench as bench
+
+    try:
+        fn, container = _find(args.target, args.container)
+        values, overrides = _bench_args(args)
+    except UsageError as exc:
+        print(f"resolvent bench: error: {exc}", file=err)
+        return 2
+    modes = bench.MODES if args.mode == "all" else (args.mode,)
+
+    async def run() -> dict[str, Any]:
+        return await bench.bench(
+            container,
+            fn,
+            args.target,
+            args=values,
+            overrides=overrides,
+            modes=modes,
+            calls=args.calls,
+            seconds=args.seconds,
+            progress=err,
+        )
+
+    try:
+        report = anyio.run(run)
+    except InvalidSignature as exc:
+        print(f"resolvent bench: {args.target} does not compile:\n{exc}", file=err)
+        return 1
+    except bench.BenchError as exc:
+        print(f"resolvent bench: cannot benchmark {args.target}:\n{exc}", file=err)
+        return 1
+    print(bench.render(report), file=out)
+    if args.json:
+        import json
+
+        with open(args.json, "w", encoding="utf-8") as file:
+            json.dump(report, file, indent=2, default=repr)
+        print(f"figures written to {args.json}", file=err)
+    if args.plot:
+        try:
+            bench.plot(report, args.plot)
+        except bench.BenchError as exc:
+            print(f"resolvent bench: {exc}", file=err)
+            return 1
+        print(f"plot written to {args.plot}", file=err)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``resolvent`` command line and return its exit status.
 
@@ -198,9 +337,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.command == "graph":
+    if args.command in ("graph", "bench"):
+        command = _graph if args.command == "graph" else _bench
         try:
-            return _graph(args, sys.stdout, sys.stderr)
+            return command(args, sys.stdout, sys.stderr)
         except BrokenPipeError:  # piped into `head` or similar: stop quietly
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
