@@ -14,6 +14,11 @@ from mcp_helpers import client, text
 from resolvent import Container, Resolve, Scope
 from resolvent.mcp import inject
 from resolvent.mcp._sessions import SessionTable, connection_of
+from resolvent.mcp._tool import _tables
+
+
+def table_of(container: Container) -> SessionTable:
+    return _tables[container]
 
 
 def build(events: list[str], **options: object) -> tuple[MCPServer, Container]:
@@ -44,6 +49,16 @@ def build(events: list[str], **options: object) -> tuple[MCPServer, Container]:
         who: Annotated[str, Resolve(identity)], p: Annotated[str, Resolve(pool)]
     ) -> str:
         return f"{who} via {p}"
+
+    @server.tool()
+    @inject(container)
+    async def exit_callbacks(ctx: Context) -> int:
+        # How many callbacks resolvent left on this connection's exit stack.
+        connection = connection_of(ctx)
+        assert connection is not None
+        stack = connection.exit_stack._exit_callbacks  # type: ignore[attr-defined]
+        table = table_of(container)
+        return sum(1 for _, cb in stack if getattr(cb.__wrapped__, "__self__", None) is table)
 
     @server.tool()
     @inject(container)
@@ -121,19 +136,27 @@ async def test_session_table_is_bounded_in_number_and_idle_time() -> None:
         # The third session pushed out the least recently used idle one.
         assert evicted == ["a"]
         assert list(table.entries) == ["b", "c"]
-        # A session in use is never evicted, even past the bound.
+        # A session in use is never evicted, even past the bound...
         busy, _ = table.acquire("b", None)
         other, victims = table.acquire("d", None)
         assert [v.key for v in victims] == ["c"]
-        assert "b" in table.entries
+        third, victims = table.acquire("e", None)
+        assert victims == []
+        assert list(table.entries) == ["b", "d", "e"]
+        # ... and once idle, it goes at once, with no new traffic (the table's watcher).
         table.release(busy)
+        with anyio.fail_after(5):
+            while list(table.entries) != ["d", "e"]:
+                await anyio.sleep(0.01)
         table.release(other)
-        # Idle sessions go after the idle timeout.
+        table.release(third)
+        # Idle sessions go after the idle timeout, with no new traffic either.
         table.idle_timeout = 0.0
-        await anyio.sleep(0.01)
-        entry, victims = table.acquire("e", None)
-        assert sorted(v.key for v in victims) == ["b", "d"]
+        entry, _ = table.acquire("f", None)
         table.release(entry)
+        with anyio.fail_after(5):
+            while table.entries:
+                await anyio.sleep(0.01)
     assert not table.entries
 
 
@@ -174,3 +197,130 @@ async def test_app_scope_composes_with_a_user_lifespan() -> None:
         assert text(await c.call_tool("hello", {})) == "hi from pool"
         assert text(await c.call_tool("hello", {})) == "hi from pool"
     assert events == ["own enter", "pool open", "own exit", "pool close"]
+
+
+class Tracked:
+    """SESSION values of one server, one per key, with an event when each closes."""
+
+    def __init__(self) -> None:
+        self.opened: list[str] = []
+        self.closed: dict[str, anyio.Event] = {}
+        self.gates: dict[str, anyio.Event] = {}
+
+    def closing(self, name: str) -> anyio.Event:
+        return self.closed.setdefault(name, anyio.Event())
+
+    def gate(self, name: str) -> anyio.Event:
+        return self.gates.setdefault(name, anyio.Event())
+
+
+def keyed_server(tracked: Tracked, **options: object) -> MCPServer:
+    """Keyed sessions (the tool's `user` argument is the key) on the 2026-07-28 protocol."""
+    # (A SESSION provider cannot take the per-call Context: the tools label their value.)
+    container = Container()
+    server = MCPServer("keyed", lifespan=container.lifespan)
+
+    @container.provider(scope=Scope.SESSION)
+    async def account() -> AsyncIterator[dict[str, object]]:
+        value: dict[str, object] = {"open": True}
+        try:
+            yield value
+        finally:
+            value["open"] = False
+            tracked.closing(str(value["name"])).set()
+
+    def label(acct: dict[str, object], user: str) -> None:
+        if "name" not in acct:  # a new SESSION value: the key's user is its owner
+            acct["name"] = user
+            tracked.opened.append(user)
+
+    options.setdefault("session_key", lambda ctx: ctx.request_context.params["arguments"]["user"])
+
+    @server.tool()
+    @inject(container, **options)  # type: ignore[arg-type]
+    async def visit(user: str, acct: Annotated[dict[str, object], Resolve(account)]) -> str:
+        label(acct, user)
+        if user in tracked.gates:  # a call in progress until the test opens its gate
+            await tracked.gates[user].wait()
+        assert acct["open"], "a SESSION value was closed under a call in progress"
+        return f"hello {acct['name']}"
+
+    @server.tool()
+    @inject(container, **options)  # type: ignore[arg-type]
+    async def fail(user: str, acct: Annotated[dict[str, object], Resolve(account)]) -> str:
+        label(acct, user)
+        raise RuntimeError(f"{acct['name']} broke it")
+
+    return server
+
+
+async def test_an_idle_keyed_session_closes_without_new_traffic() -> None:
+    tracked = Tracked()
+    server = keyed_server(tracked, session_idle_timeout=0.05)
+    async with client(server, "2026-07-28") as c:
+        assert text(await c.call_tool("visit", {"user": "alice"})) == "hello alice"
+        # Nothing else happens on the server: the idle session still closes.
+        with anyio.fail_after(5):
+            await tracked.closing("alice").wait()
+    assert tracked.opened == ["alice"]
+
+
+async def test_a_session_with_a_call_in_progress_is_not_closed_past_the_bound() -> None:
+    tracked = Tracked()
+    server = keyed_server(tracked, max_sessions=1)
+    async with client(server, "2026-07-28") as c:
+        results: dict[str, str] = {}
+
+        async def visit(user: str) -> None:
+            results[user] = text(await c.call_tool("visit", {"user": user}))
+
+        async with anyio.create_task_group() as group:
+            for user in ("alice", "bob"):  # two sessions, both busy: one past the bound
+                tracked.gate(user)
+                group.start_soon(visit, user)
+            with anyio.fail_after(5):
+                while sorted(tracked.opened) != ["alice", "bob"]:
+                    await anyio.sleep(0.01)
+            tracked.gate("alice").set()  # alice's call ends; bob's is still running
+            with anyio.fail_after(5):
+                await tracked.closing("alice").wait()  # evicted once idle
+            assert not tracked.closing("bob").is_set()
+            tracked.gate("bob").set()
+        assert results == {"alice": "hello alice", "bob": "hello bob"}
+        assert not tracked.closing("bob").is_set()  # within the bound now: kept
+
+
+async def test_a_call_that_raises_still_releases_its_session() -> None:
+    tracked = Tracked()
+    server = keyed_server(tracked, max_sessions=1)
+    async with client(server, "2026-07-28") as c:
+        failed = await c.call_tool("fail", {"user": "alice"})
+        assert failed.is_error
+        assert text(await c.call_tool("visit", {"user": "bob"})) == "hello bob"
+        # alice's failed call let go of her session, so the bound can evict it.
+        with anyio.fail_after(5):
+            await tracked.closing("alice").wait()
+        assert not tracked.closing("bob").is_set()
+
+
+async def test_more_connections_than_max_sessions_keep_their_values() -> None:
+    events: list[str] = []
+    server, _ = build(events, max_sessions=1)
+    clients = [client(server, "legacy") for _ in range(3)]
+    async with contextlib.AsyncExitStack() as stack:
+        connected = [await stack.enter_async_context(c) for c in clients]
+        first = [text(await c.call_tool("whoami", {})) for c in connected]
+        for _ in range(10):  # connected sessions are not idle between calls
+            for c, seen in zip(connected, first, strict=True):
+                assert text(await c.call_tool("whoami", {})) == seen
+                assert text(await c.call_tool("exit_callbacks", {})) == "1"
+        assert len(set(first)) == 3
+        assert [e for e in events if e.startswith("identity")] == [
+            "identity 1 open",
+            "identity 2 open",
+            "identity 3 open",
+        ]
+        await stack.aclose()
+    # Each connection's values closed once, when it ended.
+    for n in (1, 2, 3):
+        assert events.count(f"identity {n} close") == 1
