@@ -1,12 +1,14 @@
-"""An expired call_timeout is a TimeoutError that says what ran out of time, in every mode."""
+"""An expired call_timeout is a TimeoutError that says what ran out of time, in every mode;
+the wait for a person's answer is not counted, and answer_timeout bounds it."""
 
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import anyio
 import pytest
+from pydantic import BaseModel
 
-from resolvent import Container, Resolve, Scope
+from resolvent import Accepted, Container, Elicit, Resolve, Scope
 
 MODES = ["generated", "interpreter", "concurrent", "call.run", "call.resolve"]
 
@@ -91,3 +93,52 @@ async def test_a_resolvers_own_timeout_error_passes_unchanged(mode: str) -> None
     with pytest.raises(TimeoutError) as caught:
         await run(container, handler, mode)
     assert caught.value is raised
+
+
+class Name(BaseModel):
+    name: str
+
+
+async def ask_name() -> Elicit[Name]:
+    return Elicit("Your name?", Name)
+
+
+async def greet(n: Annotated[Name, Resolve(ask_name)], f: Annotated[int, Resolve(fast)]) -> str:
+    return f"hello {n.name}"
+
+
+def slow_asker(seconds: float) -> Any:
+    async def asker(message: str, schema: type[BaseModel]) -> Accepted[Any]:
+        await anyio.sleep(seconds)
+        return Accepted(data=schema.model_validate({"name": "Ada"}))
+
+    return asker
+
+
+ASKING_MODES = ["generated", "concurrent", "call.run", "call.resolve"]
+
+
+async def run_asking(container: Container, mode: str, asker: Any) -> Any:
+    async with container.call(asker=asker) as call:
+        if mode == "call.resolve":
+            return (await call.resolve(greet))["n"].name
+        return await call.run(greet)
+
+
+@pytest.mark.parametrize("mode", ASKING_MODES)
+async def test_the_wait_for_an_answer_is_not_resolver_time(mode: str) -> None:
+    container = Container(call_timeout=0.1, concurrent=mode == "concurrent")
+    assert "Ada" in await run_asking(container, mode, slow_asker(0.4))
+
+
+@pytest.mark.parametrize("mode", ASKING_MODES)
+async def test_answer_timeout_bounds_the_wait(mode: str) -> None:
+    container = Container(answer_timeout=0.05, concurrent=mode == "concurrent")
+    with anyio.fail_after(10), pytest.raises(TimeoutError) as caught:
+        await run_asking(container, mode, slow_asker(5))
+    message = str(caught.value)
+    assert message.startswith(
+        "the question asked for `n` (test_lifecycle_timeouts.ask_name) was not answered "
+        "within answer_timeout=0.05 s"
+    ), message
+    assert "Container(answer_timeout=...)" in message

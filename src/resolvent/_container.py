@@ -9,6 +9,7 @@ import contextlib
 import functools
 import inspect
 import itertools
+import math
 import types
 import weakref
 from collections import OrderedDict
@@ -29,7 +30,7 @@ import anyio
 import anyio.to_thread
 
 from ._compiler import NO_OVERRIDES, Overrides, build_graph
-from ._errors import ResolventError
+from ._errors import AnswerTimeout, ResolventError
 from ._executor import MISSING, Rounds, _run_step, generate, interpret, timed_out
 from ._markers import Resolve, is_inline
 from ._plan import Plan, Step
@@ -93,7 +94,11 @@ class Container:
         concurrent: run independent async branches of a plan at the same time
             (default: sequential, in plan order).
         call_timeout: seconds each call's resolution may take; on expiry the call
-            fails with `TimeoutError` and its resources are closed.
+            fails with `TimeoutError` and its resources are closed. Time spent waiting
+            for a person's answer to a question is not counted.
+        answer_timeout: seconds a question may wait for its answer (the asker's, or an
+            MCP client's); on expiry the call fails with a `TimeoutError` naming the
+            resolver and the parameter. Default: no bound.
         warm: APP providers (functions or provided types, as `Resolve` takes them) to
             `start` whenever the container is entered, so ``async with container:`` (or
             the server lifespan) returns only once they are open. If one fails to start,
@@ -117,6 +122,7 @@ class Container:
         concurrent: bool = False,
         call_timeout: float | None = None,
         warm: Iterable[Callable[..., Any]] = (),
+        answer_timeout: float | None = None,
     ) -> None:
         self._registry = Registry()
         self._warm: tuple[Callable[..., Any], ...] = tuple(warm)
@@ -139,6 +145,7 @@ class Container:
         self._closing: list[Callable[[], Awaitable[None]]] = []
         self._concurrent = concurrent
         self._call_timeout = call_timeout
+        self.answer_timeout = answer_timeout
 
     @property
     def concurrent(self) -> bool:
@@ -871,6 +878,8 @@ class Call:
 
     __slots__ = (
         "_container",
+        "_deadline",
+        "_paused",
         "_session",
         "_state",
         "answerer",
@@ -899,10 +908,14 @@ class Call:
         self.asker = asker
         self.answerer: Callable[[Any, Any], Awaitable[Any]] | None = None
         self.concurrent = container.concurrent if concurrent is None else concurrent
-        self.rounds = Rounds(answers, state) if rounds or answers or state else None
+        self.rounds = (
+            Rounds(answers, state, container.answer_timeout) if rounds or answers or state else None
+        )
         self.exits: list[tuple[Step, Any]] = Exits()
         self.cache: dict[Hashable, Any] = {}
         self._state = _NEW
+        self._deadline: anyio.CancelScope | None = None  # call_timeout's, while resolving
+        self._paused: list[float] = []  # [deadline, paused at, waiting answers] while paused
 
     async def __aenter__(self) -> Call:
         if self._state is not _NEW:
@@ -987,18 +1000,51 @@ class Call:
         try:
             with anyio.fail_after(seconds) as scope:
                 cast(Exits, self.exits).deadline = scope.deadline
+                self._deadline = scope
                 try:
                     return await self._resolve(plan, args)
                 except anyio.get_cancelled_exc_class() as exc:
                     if anyio.current_time() >= scope.deadline:
                         cancelled = exc  # the deadline's own cancellation
                     raise
+                finally:
+                    self._deadline = None
         except TimeoutError:
             if cancelled is None:
                 raise  # a TimeoutError of a resolver's own
             raise timed_out(plan, seconds, cancelled) from None
         finally:
             cancelled = None  # its traceback holds every frame of the resolution
+
+    async def answered(self, step: Step, answer: Awaitable[Any]) -> Any:
+        """Await a person's *answer* to *step*'s question.
+
+        The wait does not count against ``call_timeout`` (its deadline moves on by the
+        time spent waiting), and ``answer_timeout`` bounds it.
+        """
+        scope = self._deadline
+        bound = self._container.answer_timeout
+        if scope is None and bound is None:
+            return await answer
+        paused = self._paused
+        if scope is not None:
+            if not paused:  # the first of the questions waiting at once
+                paused[:] = [scope.deadline, anyio.current_time(), 0]
+                scope.deadline = cast(Exits, self.exits).deadline = math.inf
+            paused[2] += 1
+        try:
+            if bound is None:
+                return await answer
+            with anyio.move_on_after(bound):
+                return await answer
+            raise AnswerTimeout(bound, step.name, step.param)
+        finally:
+            if scope is not None:
+                paused[2] -= 1
+                if not paused[2]:
+                    deadline = paused[0] + (anyio.current_time() - paused[1])
+                    scope.deadline = cast(Exits, self.exits).deadline = deadline
+                    paused.clear()
 
     async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]:
         container = self._container

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import anyio
 import anyio.to_thread
 
-from ._errors import CallTimeout, InputRequired, InvalidAnswer, ResolventError
+from ._errors import (
+    AnswerTimeout,
+    CallTimeout,
+    InputRequired,
+    InvalidAnswer,
+    ResolventError,
+)
 from ._plan import Input, Step
 from ._questions import QUESTION_KINDS, Answered, Asker, Outcome, QuestionKind, as_outcome
 from ._scopes import (
@@ -53,6 +59,10 @@ class CallLike(Protocol):
     asker: Asker | None
     answerer: Callable[[Any, Any], Awaitable[Any]] | None
 
+    async def answered(self, step: Step, answer: Awaitable[Any]) -> Any:
+        """Await a person's *answer* to *step*'s question (outside ``call_timeout``)."""
+        ...
+
 
 class _Pending(Exception):
     """A question has no answer yet in this round."""
@@ -82,11 +92,12 @@ async def ask(call: CallLike | None, step: Step, question: Any) -> Answered:
     if call is not None:
         if call.rounds is not None:
             return Answered(call.rounds.answer(step, question, kind))
+        # A person answers: the wait is theirs, not the resolvers' (see `Call.answered`).
         if call.answerer is not None:
-            return Answered(await call.answerer(step, question))
+            return Answered(await call.answered(step, call.answerer(step, question)))
         if call.asker is not None and kind.ask is not None:
             try:
-                return Answered(await kind.ask(call.asker, question))
+                return Answered(await call.answered(step, kind.ask(call.asker, question)))
             except InvalidAnswer as exc:
                 raise InvalidAnswer.at(step.name, step.wire_key, exc, step.param) from None
     raise ResolventError(
@@ -105,12 +116,33 @@ class Rounds:
 
     MAX_STATE = 1 << 20
 
-    def __init__(self, answers: Mapping[str, Any] | None, state: str | None) -> None:
+    def __init__(
+        self,
+        answers: Mapping[str, Any] | None,
+        state: str | None,
+        answer_timeout: float | None = None,
+    ) -> None:
         self.answers = dict(answers or {})
         self.recorded, self.asked = self._decode(state)
         self.pending: dict[str, Any] = {}
         self.asking: dict[str, str] = {}
         self.persist: dict[str, dict[str, Any]] = {}
+        # With an answer bound: when each question was first asked (wall clock, since
+        # the next round may run in another process), carried in the state.
+        self.answer_timeout = answer_timeout
+        self.asked_at: dict[str, float] = {}
+        if answer_timeout is not None and self.asked:
+            self.asked_at = self._decode_times(state)
+
+    @classmethod
+    def _decode_times(cls, state: Any) -> dict[str, float]:
+        import json
+
+        data = _as_dict(json.loads(state))
+        times = _as_dict(data.get("at")) if data is not None else None
+        if times is None:
+            return {}
+        return {k: float(t) for k, t in times.items() if isinstance(t, int | float)}
 
     @classmethod
     def _decode(cls, state: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
@@ -149,7 +181,14 @@ class Rounds:
                 self.persist[key] = record
                 return outcome
         raw = self.answers.get(key)
-        if raw is not None and self.asked.get(key) == digest:
+        asked_before = self.asked.get(key) == digest
+        if raw is not None and asked_before:
+            bound = self.answer_timeout
+            if bound is not None and key in self.asked_at:
+                import time
+
+                if time.time() - self.asked_at[key] > bound:
+                    raise AnswerTimeout(bound, step.name, step.param)
             try:
                 outcome = kind.parse(question, raw)
             except InvalidAnswer as exc:
@@ -158,17 +197,20 @@ class Rounds:
             return outcome
         self.pending[key] = question
         self.asking[key] = digest
+        if self.answer_timeout is not None and not (asked_before and key in self.asked_at):
+            import time
+
+            self.asked_at[key] = time.time()
         raise _Pending
 
     def state(self) -> str:
         """The state to carry into the next round."""
         import json
 
-        return json.dumps(
-            {"v": 1, "answers": self.persist, "asked": self.asking},
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        state: dict[str, Any] = {"v": 1, "answers": self.persist, "asked": self.asking}
+        if self.answer_timeout is not None:
+            state["at"] = {key: self.asked_at[key] for key in self.asking if key in self.asked_at}
+        return json.dumps(state, sort_keys=True, separators=(",", ":"))
 
     def raise_if_pending(self) -> None:
         if self.pending:

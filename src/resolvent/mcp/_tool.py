@@ -41,7 +41,14 @@ from mcp_types.version import is_version_at_least
 from pydantic import ValidationError
 
 from .._container import Container, Session
-from .._errors import CallTimeout, InputRequired, InvalidAnswer, InvalidSignature, NotAccepted
+from .._errors import (
+    AnswerTimeout,
+    CallTimeout,
+    InputRequired,
+    InvalidAnswer,
+    InvalidSignature,
+    NotAccepted,
+)
 from .._plan import Plan, Step
 from .._questions import Outcome
 from .._scopes import Scope
@@ -137,11 +144,15 @@ def inject(
             the `Context` returning a hashable key (an authenticated principal, a
             header); SESSION values are shared by key. Without it, SESSION values live
             for one request there.
-        max_sessions: how many SESSION scopes the container keeps at most (default
-            1024); the least recently used idle one is closed first. Applies to the
-            whole container.
-        session_idle_timeout: seconds after which an unused SESSION scope is closed
-            (default one hour). Applies to the whole container.
+        max_sessions: how many keyed SESSION scopes (*session_key*) the container keeps
+            at most (default 1024); beyond it the least recently used idle one is
+            closed, and one with a call in progress only once that call ends. A
+            connection's SESSION scope is not counted: it lives exactly as long as its
+            connection (bound connections at the transport, e.g. the SDK's
+            ``streamable_http_app(max_sessions=...)``). Applies to the whole container.
+        session_idle_timeout: seconds after which an unused keyed SESSION scope is
+            closed, whether or not other requests arrive (default one hour). Applies
+            to the whole container.
 
     Raises:
         InvalidSignature: the dependency graph cannot be compiled (at decoration).
@@ -281,7 +292,7 @@ class _Tool:
             if self.sdk_wording and exc.resolver is not None:
                 raise _refusal(ctx, _sdk_answer_text(exc, exc.resolver, modern)) from None
             raise _refusal(ctx, str(exc)) from None
-        except CallTimeout as exc:
+        except (CallTimeout, AnswerTimeout) as exc:
             # Expected, not a crash: the client reads what ran out of time and the bound,
             # the server logs one line (a traceback per timed-out call costs real CPU).
             raise _refusal(ctx, exc.brief) from None
