@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi import Request as FastAPIRequest
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
+from starlette.endpoints import HTTPEndpoint
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -73,7 +74,18 @@ def starlette_app(log: Log = printed) -> Starlette:
     ) -> JSONResponse:
         return JSONResponse({"pool": p.number, "tx": tx, "path": request.url.path})
 
-    return Starlette(routes=[Route("/hello", hello)], lifespan=container.lifespan)
+    class Notes(HTTPEndpoint):
+        """A class-based endpoint: `inject` on its methods."""
+
+        @web_inject(container)
+        async def get(
+            self, request: Request, tx: Annotated[int, Resolve(transaction)]
+        ) -> JSONResponse:
+            return JSONResponse({"endpoint": type(self).__name__, "tx": tx})
+
+    return Starlette(
+        routes=[Route("/hello", hello), Route("/endpoint", Notes)], lifespan=container.lifespan
+    )
 
 
 def _fastapi_routes(router: APIRouter, log: Log) -> tuple[Container, Callable[..., Any]]:

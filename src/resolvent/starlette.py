@@ -24,7 +24,7 @@ import contextlib
 import functools
 import inspect
 import typing
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Annotated, Any, TypeVar
 
 from starlette.requests import HTTPConnection, Request
@@ -53,6 +53,10 @@ def inject(container: Container) -> Callable[[F], F]:
     @inject(container)
     async def notes(limit: int, db: Annotated[Db, Resolve(database)]) -> list[str]: ...
     ```
+
+    *fn* may be a method: decorated in a class body (an `HTTPEndpoint`'s ``get``, say),
+    it takes ``self`` as Python binds it, and its instance's bound method serves as a
+    Starlette endpoint or a FastAPI route (``app.get("/")(api.notes)``).
 
     Each request opens a CALL scope, resolves the injected parameters and calls *fn*; the
     scope's resources close after the response is sent (a `StreamingResponse` streams
@@ -118,28 +122,41 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
             "  fix: make the provider Scope.CALL (one per request) or Scope.APP (shared by all)"
         )
     hints = typing.get_type_hints(fn, include_extras=True)
-    params = argument_parameters(fn, plan.arguments, hints)
+    instance = _instance_parameter(fn, plan.arguments)
+    params = argument_parameters(fn, [name for name in plan.arguments if name != instance], hints)
 
     async def respond(
-        connection: HTTPConnection, scope: Scope, receive: Receive, send: Send
+        connection: HTTPConnection,
+        bound: dict[str, Any],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
     ) -> None:
         # Starlette: the whole request, response included, runs in one CALL scope.
         async with _request_call(container, connection) as call:
-            response = await call.run(plan)
+            response = await call.run(plan, **bound)
             await response(scope, receive, send)
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if args:  # a Starlette endpoint is called with the request (or WebSocket) only
-            connection: HTTPConnection = args[0]
-            if isinstance(connection, WebSocket):
-                async with _request_call(container, connection) as call:
-                    return await call.run(plan)
-            return functools.partial(respond, connection)
-        # FastAPI: the `resolvent_call` dependency holds the scope until the response is sent.
-        # A sync (def) function runs in a worker thread unless marked `inline`, as in
-        # the core and the MCP adapter.
-        held: Call = kwargs.pop(_CALL)
-        return await held.run(plan, **kwargs)
+        held: Call | None = kwargs.pop(_CALL, None)
+        if held is not None:
+            # FastAPI: the `resolvent_call` dependency holds the scope until the response
+            # is sent. A sync (def) function runs in a worker thread unless marked
+            # `inline`, as in the core and the MCP adapter.
+            if args:  # a method, bound to its instance
+                kwargs.update(_bind(plan.name, instance, args))
+            return await held.run(plan, **kwargs)
+        # Starlette calls an endpoint with the request (or WebSocket), a method with its
+        # instance first.
+        if not args:
+            raise TypeError(f"{plan.name} needs the request (or WebSocket) it serves")
+        *before, last = args
+        connection: HTTPConnection = last
+        bound = _bind(plan.name, instance, before) if before else {}
+        if isinstance(connection, WebSocket):
+            async with _request_call(container, connection) as call:
+                return await call.run(plan, **bound)
+        return functools.partial(respond, connection, bound)
 
     dependency = _fastapi_dependency(container)
     if dependency is not None:
@@ -147,6 +164,8 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
             _CALL, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[Call, dependency]
         )
         params.insert(0, call_param)
+    if instance is not None:  # Python binds it; FastAPI reads the bound signature without it
+        params.insert(0, inspect.Parameter(instance, inspect.Parameter.POSITIONAL_OR_KEYWORD))
 
     returns = hints.get("return", inspect.Signature.empty)
     for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
@@ -162,6 +181,41 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     # behind this async wrapper would then be run in a thread pool as if it were sync.
     setattr(wrapper, HANDLER, fn)  # what `resolvent graph` and `resolvent bench` compile
     return wrapper
+
+
+def _instance_parameter(fn: Callable[..., Any], arguments: Sequence[str]) -> str | None:
+    """The name of *fn*'s instance parameter (``self``, ``cls``) if *fn* is a method.
+
+    A function defined in a class body (its ``__qualname__`` says so) whose first
+    parameter is positional, is a call argument (nothing resolves it) and is not
+    annotated (or is named ``self`` or ``cls``): Python binds it when the method is read
+    from an instance (`HTTPEndpoint` handlers, ``Route("/", api.handler)``,
+    ``app.get("/")(api.handler)``). A method given already bound has no such parameter.
+    """
+    if not inspect.isfunction(fn):
+        return None
+    owner = fn.__qualname__.rpartition(".")[0]
+    if not owner or owner.endswith("<locals>"):
+        return None
+    first = next(iter(inspect.signature(fn).parameters.values()), None)
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if first is None or first.kind not in positional or first.name not in arguments:
+        return None
+    if first.annotation is not inspect.Parameter.empty and first.name not in ("self", "cls"):
+        return None
+    return first.name
+
+
+def _bind(name: str, instance: str | None, args: Sequence[Any]) -> dict[str, Any]:
+    """The instance a method was bound to, as the call argument *instance*."""
+    if instance is not None and len(args) == 1:
+        return {instance: args[0]}
+    raise TypeError(
+        f"{name} was called with {len(args)} positional argument(s) besides the request; "
+        "an endpoint under `resolvent.starlette.inject` takes the request (or WebSocket) "
+        "only, a method its instance and the request.\n"
+        "  fix: use it as a Starlette endpoint, an HTTPEndpoint method or a FastAPI route"
+    )
 
 
 def _fastapi_dependency(container: Container) -> Any:
