@@ -134,11 +134,53 @@ def fastapi_busy(data: dict[str, Any]) -> str:
     )
 
 
+def standing(data: dict[str, Any]) -> str:
+    """Where resolvent stands against the peers, scenario by scenario."""
+    behind = []
+    for sc in data["scenarios"]:
+        ours = sc["results"].get("resolvent", {})
+        if ours.get("status") != "ok":
+            continue
+        ahead = sorted(
+            (res["ratio"], name)
+            for name, res in sc["results"].items()
+            if name not in ("hand-written", "resolvent")
+            and res["status"] == "ok"
+            and res.get("kind") != "reference"
+            and round(res["ratio"], 2) < round(ours["ratio"], 2)  # ahead as published
+        )
+        if ahead:
+            peers = ", ".join(f"{name} ({x(value)})" for value, name in ahead)
+            behind.append(f"{sc['key']}, where {peers} is ahead of resolvent ({x(ours['ratio'])})")
+    if not behind:
+        return "resolvent is first against every peer in every scenario.\n"
+    return f"resolvent is first against every peer in every scenario but {'; '.join(behind)}.\n"
+
+
+def targets(data: dict[str, Any]) -> str:
+    """Which targets the run met, and what `import resolvent` costs."""
+    missed = [t for t in data["targets"] if t["met"] is False]
+    if missed:
+        which = "; ".join(f"{t['name']}, {t['measured']} against {t['limit']}" for t in missed)
+        count = ("one", "two", "three")[len(missed) - 1] if len(missed) <= 3 else len(missed)
+        met = f"Every target is met but {count}: {which}."
+    else:
+        met = "Every target is met."
+    t = data["import_time"]
+    return (
+        f"{met} `import resolvent` takes {t['ms']:.1f} ms of wall time (minus `python -c pass`);"
+        f" `python -X importtime` reports {t['importtime_ms']:.1f} ms cumulative, which adds the"
+        " instrumentation's own cost for each module.\n"
+    )
+
+
 FRAGMENTS: dict[str, Callable[[dict[str, Any]], str]] = {
     "readme-summary": readme_summary,
     "fastapi-route": fastapi_route,
     "results": results,
     "fastapi-busy": fastapi_busy,
+    "standing": standing,
+    "targets": targets,
 }
 
 __all__ = ("FRAGMENTS", "PAGES", "render")
