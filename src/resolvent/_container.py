@@ -27,7 +27,6 @@ from types import MappingProxyType
 from typing import Annotated, Any, TypeVar, cast, overload
 
 import anyio
-import anyio.to_thread
 
 from ._compiler import NO_OVERRIDES, Overrides, build_graph
 from ._errors import AnswerTimeout, ResolventError
@@ -42,6 +41,7 @@ from ._scopes import (
     LiveScope,
     Scope,
     _finalize_sync,
+    abandonable,
     close_resources,
     settle,
 )
@@ -1090,9 +1090,7 @@ class Call:
             )
         injected = await self.resolve(plan, kwargs)
         if plan.fn_threaded:
-            return await anyio.to_thread.run_sync(
-                functools.partial(plan.fn, **kwargs, **injected), abandon_on_cancel=True
-            )
+            return await abandonable(functools.partial(plan.fn, **kwargs, **injected))
         result = plan.fn(**kwargs, **injected)
         if inspect.isawaitable(result):
             result = await result

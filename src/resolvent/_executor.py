@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
-import anyio.to_thread
 
 from ._errors import (
     AnswerTimeout,
@@ -28,6 +27,7 @@ from ._scopes import (
     Exits,
     LiveScope,
     Scope,
+    abandonable,
     adopt,
     close_now,
     close_rest,
@@ -678,7 +678,7 @@ def generate(
         enter=enter,
         partial=functools.partial,
         in_thread=in_thread,
-        to_thread=anyio.to_thread.run_sync,
+        to_thread=abandonable,
         fail=_fail,
         PLAN=plan_ref,
         begin=begin,
@@ -825,7 +825,7 @@ def generate(
         if root_threaded:
             # A sync handler's thread is abandoned on cancellation like a resolver's
             # (see docs/concepts.md): the caller's own bound holds.
-            call = f"await to_thread(partial(body, {spread}), abandon_on_cancel=True)"
+            call = f"await to_thread(partial(body, {spread}))"
             w.emit(f"{pad}ret = {call}")
         else:
             awaits = "await " if root_is_async else ""
