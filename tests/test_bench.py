@@ -253,3 +253,34 @@ def test_the_benchmark_agreement_check_runs() -> None:
     for r in results.values():
         assert math.isfinite(r["bench_us"]) and math.isfinite(r["benchmark_us"])
         assert isinstance(r["agrees"], bool)
+
+
+def test_the_documented_notes_server_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    # docs/benchmarks.md: add_note runs; delete_note is refused, then runs with the stand-in.
+    pytest.importorskip("resolvent.mcp")
+    sys.path.insert(0, str(ROOT))
+    try:
+        code, out, err = cli(
+            capsys, "examples.notes_server.server:add_note", "--arg", "text=hello", "--calls", "20"
+        )
+        assert code == 0, err
+        assert "examples.notes_server.providers.writer (SESSION)" in out
+        code, _, err = cli(capsys, "examples.notes_server.server:delete_note", "--arg", "note_id=1")
+        assert code == 1
+        assert "parameter 'ctx' of examples.notes_server.server.confirm_delete" in err
+        assert "examples.notes_server.server.confirm_delete asks a question (Elicit)" in err
+        code, out, err = cli(
+            capsys,
+            "examples.notes_server.server:delete_note",
+            "--arg",
+            "note_id=1",
+            "--override",
+            "examples.notes_server.server:confirm_delete="
+            "examples.notes_server.bench_stand_ins:keep_the_note",
+            "--calls",
+            "20",
+        )
+        assert code == 0, err
+        assert "examples.notes_server.bench_stand_ins.keep_the_note  CALL" in out
+    finally:
+        sys.path.remove(str(ROOT))

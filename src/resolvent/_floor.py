@@ -5,6 +5,8 @@ them by hand, with no container.
 with direct keyword arguments, sets resources up and tears them down in reverse order,
 reads APP and SESSION values from a dict (as a hand-written server keeps its singletons
 in globals), runs consecutive worker-thread resolvers in one hop, and calls the function.
+An outcome a consumer asks for (``ElicitationResult``) is made once and reused: wrapping a
+value in one is resolvent's doing, which hand-written code would not do.
 No scope, no cache, no error mapping: what it costs is the user's own code plus the
 least glue any code needs. ``benchmarks/`` compares resolvent with the same kind of
 hand-written code (its ``hand-written`` implementation), so the difference between a
@@ -44,10 +46,17 @@ def _expr(item: Input, ns: dict[str, Any], args: Mapping[str, Any]) -> str:
     if item.source == "value":  # refused before a floor is made
         raise ValueError(f"no framework value for {item.name!r}")
     if item.outcome is not None:
+        # Wrapping a value as an outcome (`ElicitationResult`) is resolvent's work, which
+        # hand-written code would not do: made in the first call, then reused.
         name = f"C{len(ns)}"
-        ns[name] = item.outcome.convert
-        return f"{name}(as_outcome(v{item.step}))"
+        ns[name] = [MISSING, item.outcome.convert]
+        return f"({name}[0] if {name}[0] is not MISSING else once({name}, v{item.step}))"
     return f"v{item.step}"
+
+
+def _once(cell: list[Any], value: Any) -> Any:
+    cell[0] = cell[1](as_outcome(value))
+    return cell[0]
 
 
 def _kwargs(inputs: tuple[Input, ...], ns: dict[str, Any], args: Mapping[str, Any]) -> str:
@@ -60,7 +69,7 @@ def floor(plan: Plan, args: Mapping[str, Any], shared: Mapping[Hashable, Any]) -
     ns: dict[str, Any] = {
         "MISSING": MISSING,
         "SHARED": shared,
-        "as_outcome": as_outcome,
+        "once": _once,
         "partial": functools.partial,
         "to_thread": anyio.to_thread.run_sync,
         "finish": _finish,
