@@ -8,7 +8,7 @@ key, so two such processes can serve the rounds of one call.
 
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
 from pydantic import BaseModel
@@ -21,7 +21,9 @@ class Name(BaseModel):
     name: str
 
 
-def build(events: list[str], security: RequestStateSecurity | None = None) -> MCPServer:
+def build(
+    events: list[str], security: RequestStateSecurity | None = None, **options: Any
+) -> MCPServer:
     container = Container()
     server = MCPServer("http-notes", lifespan=container.lifespan, request_state_security=security)
     sessions = iter(range(1, 1_000_000))
@@ -53,7 +55,7 @@ def build(events: list[str], security: RequestStateSecurity | None = None) -> MC
         return f"{greeting} {name.name} (pid {os.getpid()})"
 
     @server.tool()
-    @inject(container)
+    @inject(container, **options)
     async def whoami(who: Annotated[str, Resolve(visitor)]) -> str:
         return who
 

@@ -177,3 +177,27 @@ async def test_parallel_http_sessions_are_isolated_and_each_closes_its_own() -> 
             "resources_leaked": len(opened) - len(closed),
         },
     )
+
+
+async def test_more_http_sessions_than_max_sessions_keep_their_values() -> None:
+    # Stateful streamable HTTP: each client is one MCP session (one connection). The
+    # transport bounds those; resolvent's max_sessions does not evict a live one's values.
+    events: list[str] = []
+    server = build(events, max_sessions=1)
+    with anyio.fail_after(60):
+        async with run_uvicorn(server.streamable_http_app()) as url:
+            async with Client(url, mode="legacy") as a, Client(url, mode="legacy") as b:
+                async with Client(url, mode="legacy") as c:
+                    first = [text(await x.call_tool("whoami", {})) for x in (a, b, c)]
+                    for _ in range(5):
+                        again = [text(await x.call_tool("whoami", {})) for x in (a, b, c)]
+                        assert again == first
+                    assert len(set(first)) == 3
+                    assert not any(e.endswith("close") for e in events)
+                await wait_for(events, "visitor 3 close")  # c's session ended with c
+                assert [e for e in events if e.endswith("close")] == ["visitor 3 close"]
+            await wait_for(events, "visitor 1 close")
+            await wait_for(events, "visitor 2 close")
+    assert sorted(e for e in events if e.startswith("visitor")) == [
+        f"visitor {n} {what}" for n in (1, 2, 3) for what in ("close", "open")
+    ]
