@@ -4,15 +4,18 @@ Only a certain mismatch fails; anything that cannot be judged safely passes (a c
 that rejects valid code is worse than none). Messages are snapshot-tested.
 """
 
+import enum
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Optional, Protocol, TypeVar, Union
+from typing import Annotated, Any, Generic, Optional, Protocol, TypeVar, Union
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from resolvent import Container, InvalidSignature, Resolve, Scope
+from resolvent._signature import type_name
 from snapshot import assert_snapshot
 
 T = TypeVar("T")
@@ -263,3 +266,107 @@ def test_unknown_anywhere_always_compiles(wanted: list[Any], provided: list[Any]
 def test_unrelated_concrete_types_are_refused(wanted: type, provided: type) -> None:
     assert not _compiles(wanted, provided)
     assert not _compiles(Optional[wanted], provided)  # noqa: UP045
+
+
+# -- what type checkers accept: the numeric tower, generic models, Any subclasses --------
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T] = []
+
+
+class User(BaseModel):
+    name: str = "ada"
+
+
+class Loose(Any):  # type checkers let an instance of it stand for anything
+    pass
+
+
+def _returns(annotation: Any) -> Any:
+    def provider() -> Any:
+        return None
+
+    provider.__annotations__ = {"return": annotation}
+    return provider
+
+
+ACCEPTED: list[tuple[Any, Any]] = [
+    (float, bool),  # a bool is an int, and a float may hold an int
+    (float, Level),  # so is an IntEnum
+    (complex, bool),
+    (complex, Level),
+    (complex, float),
+    (float | None, bool),
+    (Page[Any], Page[User]),  # pydantic generic models, by origin
+    (Page[User], Page[Any]),
+    (Page, Page[User]),
+    (Page[User], Page),
+    (Page[User], Page[int]),  # the arguments are not judged: origins match
+    (Car, Loose),  # an Any subclass is unknown, on either side
+    (Loose, int),
+]
+
+
+@pytest.mark.parametrize(("wanted", "provided"), ACCEPTED)
+def test_what_type_checkers_accept_compiles(wanted: Any, provided: Any) -> None:
+    async def handler(x: Annotated[wanted, Resolve(_returns(provided))]) -> None:  # type: ignore[valid-type]
+        return None
+
+    Container().compile(handler)
+
+
+REFUSED: list[tuple[Any, Any]] = [
+    (int, float),  # promotions go one way only
+    (float, complex),
+    (str, Level),
+    (Level, str),
+    (Page[User], User),  # a generic model is still compared with what is really there
+    (User, Page[User]),
+    (Page[Any], Car),
+]
+
+
+@pytest.mark.parametrize(("wanted", "provided"), REFUSED)
+def test_what_is_really_wrong_is_still_refused_naming_both_types(
+    wanted: Any, provided: Any
+) -> None:
+    async def handler(x: Annotated[wanted, Resolve(_returns(provided))]) -> None:  # type: ignore[valid-type]
+        return None
+
+    message = compile_error(handler)
+    assert f"expects {type_name(wanted)}" in message
+    assert f"returns {type_name(provided)}" in message
+
+
+NUMERIC: list[type] = [bool, int, float, complex, Level, str, Car, Animal, Dog, type(None)]
+
+
+def _checker_accepts(wanted: type, provided: type) -> bool:
+    """Whether a type checker lets a *provided* value be a *wanted* one (PEP 484)."""
+    tower = {float: (int,), complex: (int, float)}.get(wanted, ())
+    return issubclass(provided, wanted) or issubclass(provided, tower)
+
+
+def _mutually_unrelated(wanted: type, provided: type) -> bool:
+    return not (
+        _checker_accepts(wanted, provided)
+        or issubclass(wanted, provided)  # a declared base may still be the subclass
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.sampled_from(NUMERIC), min_size=1, max_size=3),
+    st.lists(st.sampled_from(NUMERIC), min_size=1, max_size=3),
+)
+def test_the_check_agrees_with_type_checkers(wanted: list[type], provided: list[type]) -> None:
+    compiles = _compiles(_union(list(wanted)), _union(list(provided)))
+    if all(any(_checker_accepts(w, p) for w in wanted) for p in provided):
+        assert compiles  # never refuse what a type checker accepts
+    if all(_mutually_unrelated(w, p) for w in wanted for p in provided):
+        assert not compiles  # and refuse what can never fit

@@ -2,7 +2,10 @@
 
 The check is deliberately one-sided: it only says "no" when both types are plain,
 concrete classes (or unions of them) and no class on one side is related to any class
-on the other. Anything it cannot judge safely (``Any``, ``object``, type variables,
+on the other, following the promotions type checkers allow (PEP 484's numeric tower:
+a ``float`` may hold a ``bool`` or an ``IntEnum``). Parametrized pydantic models are
+compared by their generic origin (``Page[Any]`` holds a ``Page[User]``). Anything it
+cannot judge safely (``Any`` and classes derived from it, ``object``, type variables,
 protocols, literals, ``NewType``, typed dicts, awaitables, unannotated) is unknown, and
 unknown never fails: refusing valid code would be worse than not checking at all.
 """
@@ -46,6 +49,14 @@ def classes_of(tp: Any) -> tuple[type, ...] | None:
     cls: Any = tp if origin is None else origin
     if not isinstance(cls, type) or cls is object:
         return None
+    if Any in cls.__mro__:  # `class Proxy(Any)`: type checkers let it stand for anything
+        return None
+    # A parametrized pydantic model (`Page[User]`) is a class of its own: compare by origin.
+    metadata = getattr(cls, "__pydantic_generic_metadata__", None)
+    if isinstance(metadata, dict):
+        generic: Any = typing.cast(dict[str, Any], metadata).get("origin")
+        if isinstance(generic, type):
+            cls = generic
     if getattr(cls, "_is_protocol", False) or typing.is_typeddict(cls):
         return None
     try:
@@ -57,9 +68,11 @@ def classes_of(tp: Any) -> tuple[type, ...] | None:
 
 
 def _related(provided: type, wanted: type) -> bool:
-    if provided in _PROMOTIONS.get(wanted, ()):
-        return True
     try:
+        promoted = _PROMOTIONS.get(wanted, ())
+        # `bool` and an `IntEnum` are ints too, so a float may hold them.
+        if promoted and issubclass(provided, promoted):
+            return True
         return issubclass(provided, wanted) or issubclass(wanted, provided)
     except TypeError:  # classes that refuse issubclass: unknown, so allowed
         return True
