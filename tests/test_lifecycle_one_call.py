@@ -9,7 +9,7 @@ from typing import Annotated
 import anyio
 import pytest
 
-from modes import MODES, make_container
+from modes import MODES, make_container, run
 from resolvent import Call, Container, Resolve
 
 
@@ -85,3 +85,147 @@ async def test_a_shared_resolver_runs_once_on_a_concurrent_call(mode: str) -> No
         assert await call.run(b) == "ada:rw"
         assert await call.run(a) == "ada ada:rw"
     assert made == ["user", "perms"]
+
+
+# -- resources that hold a cancel scope, resolved from child tasks or under a deadline --
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_resource_holding_a_deadline_works_from_the_tasks_of_a_call(mode: str) -> None:
+    """Tasks of a task group inside the call block run `call.run`; the transaction
+    holds a deadline across its `yield` and commits after it, before its connection
+    closes."""
+    container = make_container(mode)
+    events: list[str] = []
+
+    async def conn() -> AsyncIterator[str]:
+        events.append("connect")
+        yield "conn"
+        events.append("disconnect")
+
+    async def tx(c: Annotated[str, Resolve(conn)]) -> AsyncIterator[str]:
+        events.append("begin")
+        with anyio.fail_after(30):
+            yield f"tx on {c}"
+        events.append("commit")
+
+    async def handler(t: Annotated[str, Resolve(tx)]) -> str:
+        await anyio.lowlevel.checkpoint()
+        return t
+
+    results: list[str] = []
+
+    async def one(call: Call) -> None:
+        results.append(await call.run(handler))
+
+    async with (
+        container,
+        open_call(container, mode) as call,
+        anyio.create_task_group() as group,
+    ):
+        for _ in range(3):
+            group.start_soon(one, call)
+    assert results == ["tx on conn"] * 3
+    opened = events.count("begin")
+    assert opened >= 1
+    assert events.count("commit") == opened
+    assert events.count("disconnect") == events.count("connect")
+    assert events[-1] == "disconnect"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_resource_with_its_own_task_group_resolves_under_the_callers_deadline(
+    mode: str,
+) -> None:
+    """`call.resolve` under the caller's own `fail_after`: the resource keeps its task
+    group open after that deadline's block has ended, and closes it at the call's end."""
+    container = make_container(mode)
+    events: list[str] = []
+
+    async def ticker() -> AsyncIterator[str]:
+        async def background() -> None:
+            try:
+                await anyio.sleep_forever()
+            finally:
+                events.append("background stopped")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(background)
+            try:
+                yield "ticking"
+            finally:
+                events.append("ticker closing")
+                group.cancel_scope.cancel()
+
+    async def tx(t: Annotated[str, Resolve(ticker)]) -> AsyncIterator[str]:
+        yield "tx"  # set up after the ticker, in every mode: closed before it
+        events.append("commit")
+
+    async def handler(
+        t: Annotated[str, Resolve(ticker)], x: Annotated[str, Resolve(tx)]
+    ) -> str:  # pragma: no cover - resolved only
+        return t + x
+
+    async with container, open_call(container, mode) as call:
+        with anyio.fail_after(30):
+            injected = await call.resolve(handler)
+        assert injected == {"t": "ticking", "x": "tx"}
+        await anyio.lowlevel.checkpoint()  # the block goes on after the deadline's
+        events.append("body done")
+    assert events == ["body done", "commit", "ticker closing", "background stopped"]
+
+
+# -- a cancelled call runs every finally in full ---------------------------------------
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["run", "async-with-call"])
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_cancelled_call_runs_the_whole_finally_of_a_resource_with_a_task_group(
+    mode: str, explicit: bool
+) -> None:
+    """The client leaves while the handler runs: the resource's background task keeps
+    running until its own teardown stops it, and its finally runs in full, checkpoints
+    included."""
+    container = make_container(mode)
+    events: list[str] = []
+    started = anyio.Event()
+
+    async def feed() -> AsyncIterator[str]:
+        async def background() -> None:
+            try:
+                await anyio.sleep_forever()
+            finally:
+                events.append("background stopped")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(background)
+            try:
+                yield "feed"
+            finally:
+                events.append("finally")
+                await anyio.sleep(0)
+                events.append("after a checkpoint")
+                await anyio.lowlevel.checkpoint()
+                events.append("finally done")
+                group.cancel_scope.cancel()
+
+    async def handler(f: Annotated[str, Resolve(feed)]) -> str:
+        started.set()
+        await anyio.sleep_forever()
+        return f  # pragma: no cover
+
+    async def client() -> None:
+        if explicit:
+            async with open_call(container, mode) as call:
+                await call.run(handler)
+        else:
+            await run(container, handler, mode)
+
+    async with container:
+        with anyio.CancelScope() as leaving:
+            async with anyio.create_task_group() as group:
+                group.start_soon(client)
+                await started.wait()
+                leaving.cancel()
+    assert leaving.cancelled_caught
+    assert events == ["finally", "after a checkpoint", "finally done", "background stopped"]

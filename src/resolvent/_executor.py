@@ -32,9 +32,11 @@ from ._scopes import (
     close_now,
     close_rest,
     enter,
+    hold,
     in_thread,
     keep,
     open_resource,
+    plain_cell,
     settle,
 )
 from ._shield import begin, outer_cancelled
@@ -676,6 +678,7 @@ def generate(
         as_outcome=as_outcome,
         ask=ask,
         enter=enter,
+        hold=hold,
         partial=functools.partial,
         in_thread=in_thread,
         to_thread=abandonable,
@@ -766,14 +769,25 @@ def generate(
         if step.kind.is_resource:
             factory = f"{'await ' if step.awaits else ''}{fn}({call_args})"
             if direct:  # set up here; torn down by `close_now` below
-                body.append((f"r{step.index} = {factory}", step.index))
+                r = f"r{step.index}"
+                pad = ""
+                if step.kind is Kind.ASYNC_GENERATOR or step.kind is Kind.ASYNC_CONTEXT_MANAGER:
+                    # In this task once known to hold no cancel scope open, else in a
+                    # task of its own (see `resolvent._scopes.hold`).
+                    k = w.const("P", plain_cell(step))
+                    body.append((f"if not {k}[0]:", step.index))
+                    body.append((f"    {r} = await hold(exits, {s}, {factory}, {k})", step.index))
+                    body.append((f"    {v} = {r}.value", step.index))
+                    body.append(("else:", step.index))
+                    pad = "    "
+                body.append((f"{pad}{r} = {factory}", step.index))
                 if step.kind is Kind.ASYNC_GENERATOR:
-                    body.append((f"try: {v} = await r{step.index}.__anext__()", step.index))
-                    body.append(("except StopAsyncIteration:", step.index))
-                    body.append((f"    {v} = await open_({s}, r{step.index})", step.index))
+                    body.append((f"{pad}try: {v} = await {r}.__anext__()", step.index))
+                    body.append((f"{pad}except StopAsyncIteration:", step.index))
+                    body.append((f"{pad}    {v} = await open_({s}, {r})", step.index))
                 else:
-                    body.append((f"{v} = await open_({s}, r{step.index})", step.index))
-                body.append((f"exits.append(({s}, r{step.index}))", step.index))
+                    body.append((f"{pad}{v} = await open_({s}, {r})", step.index))
+                body.append((f"exits.append(({s}, {r}))", step.index))
             else:
                 body.append((f"{v} = await enter(exits, {s}, {factory})", step.index))
         elif step.kind is Kind.ASYNC:

@@ -16,7 +16,7 @@ import anyio.to_thread
 
 from ._errors import ResolventError
 from ._questions import QUESTION_KINDS
-from ._shield import begin, insert, outer_cancelled, resume
+from ._shield import begin, here, insert, outer_cancelled, resume
 from ._signature import Kind
 
 if TYPE_CHECKING:
@@ -26,7 +26,17 @@ if TYPE_CHECKING:
 
     from ._plan import Step
 
-__all__ = ("Exits", "InContext", "LiveScope", "Scope", "abandonable", "adopt", "in_thread")
+__all__ = (
+    "Exits",
+    "InContext",
+    "LiveScope",
+    "Scope",
+    "abandonable",
+    "adopt",
+    "hold",
+    "in_thread",
+    "plain_cell",
+)
 
 
 class _Logger:
@@ -484,6 +494,8 @@ class Exits(list[tuple["Step", Any]]):
     A call that runs branches concurrently or under a deadline (which open scopes of their
     own around resolvers) holds each resource in a task of its own in a task *group*
     instead, so a resource's setup and teardown always share one task and one scope depth.
+    Otherwise an async resource that may hold a cancel scope across its ``yield`` gets a
+    task of its own all the same (`hold`), wherever it is resolved from.
     """
 
     __slots__ = ("closed", "deadline", "group", "guard")
@@ -555,6 +567,7 @@ class _Holder:
         "expired",
         "finished",
         "hold_shielded",
+        "holds",
         "obj",
         "on_open",
         "opened",
@@ -562,6 +575,7 @@ class _Holder:
         "scope",
         "settled",
         "step",
+        "tokens",
         "value",
     )
 
@@ -577,6 +591,8 @@ class _Holder:
         self.finished = anyio.Event()
         self.opened = False
         self.expired = False
+        self.holds = True  # whether the setup left a cancel scope open (see `hold`)
+        self.tokens: list[contextvars.Token[Any]] = []  # what `hold` adopted; undone at close
         self.value: Any = None
         self.error: BaseException | None = None
         self.exc: BaseException | None = None
@@ -593,7 +609,9 @@ class _Holder:
             # reach it is the event loop's shutdown, which must not hang on the hold.
             with self.abort, self.scope:
                 self.base = contextvars.copy_context()
+                before = here()
                 self.value = await _open(self.step, self.obj, self)
+                self.holds = here() is not before
                 self.context = contextvars.copy_context()
                 self.opened = True
                 self.scope.shield = self.hold_shielded
@@ -617,49 +635,74 @@ class _Holder:
         self.exc = exc
         self.release.set()
         await self.finished.wait()
+        tokens, self.tokens = self.tokens, []
+        for token in reversed(tokens):  # in the closing task: the caller's, as set up
+            with contextlib.suppress(ValueError):  # made in another context
+                token.var.reset(token)
         if self.error is not None:
             raise self.error
 
+    # A held async generator closes like the generator itself (`close_now`, `close_rest`
+    # and generated code finalize one with ``__anext__``/``athrow``): the teardown runs
+    # in the holder task, and the end is StopAsyncIteration, as a generator's.
 
-async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
-    """Enter a resource (generator or context manager) and remember how to close it."""
-    if isinstance(exits, Exits):
-        call, group = True, exits.group
-    else:
-        call, group = False, None
-    if group is None:
-        kind = step.kind  # identity tests: hashing an enum member costs a Python call
-        if (
-            kind is Kind.ASYNC_GENERATOR
-            or kind is Kind.ASYNC_CONTEXT_MANAGER
-            or (step.inline and call)
-        ):
-            # Set up and torn down in this task (a call's), in this task's context.
-            value = await _open(step, obj)
-            if isinstance(exits, Exits) and exits.closed:
-                await _opened_too_late(step, obj)
-            exits.append((step, obj))
-            return value
-        # A thread per hop, or a scope closed from another task: a context of its own.
-        own = InContext(obj)
-        value = await _open(step, own)
-        if isinstance(exits, Exits) and exits.closed:
-            await _opened_too_late(step, own)
-        exits.append((step, own))
-        if call:
-            keep(exits, step, own.base, own.context)
-        return value
-    if step.kind not in _HELD and not step.inline:
-        obj = InContext(obj)  # set up and torn down in worker threads
+    def __anext__(self) -> Coroutine[Any, Any, None]:
+        return self.athrow(None)
+
+    async def athrow(self, exc: BaseException | None) -> None:
+        await self.close(exc)
+        raise StopAsyncIteration
+
+
+# Whether an async CALL resource is known to leave no cancel scope open across its
+# `yield`, by its function's code (shared by closures and bound methods): a one-item list,
+# read by generated code as a constant. A known one is set up and torn down in the
+# caller's task; every other one is held by a task of its own (`hold`), which finds out,
+# the first time, whether it needs to be.
+_plain: dict[Any, list[bool]] = {}
+
+
+def plain_cell(step: Step) -> list[bool]:
+    """The cell saying whether *step*'s resource is known to hold no cancel scope."""
+    fn = getattr(step.fn, "__func__", step.fn)
+    key = getattr(fn, "__code__", fn)
+    cell = _plain.get(key)
+    if cell is None:
+        if len(_plain) >= 4096:
+            _plain.clear()  # bounded: a forgotten one is found out again
+        cell = _plain[key] = [False]
+    return cell
+
+
+async def hold(
+    exits: list[tuple[Step, Any]], step: Step, obj: Any, plain: list[bool] | None = None
+) -> _Holder:
+    """Set resource *obj* up in a task of its own, which holds it until it is closed.
+
+    An async resource that keeps a cancel scope or task group open across its ``yield``
+    must be torn down in the task, and at the depth, where it was set up. A holder task
+    is that home, whatever task resolves the call and under whatever deadline of its
+    own; and the call's cancellation does not reach into the resource while it is held
+    (a task group's background task keeps running until the teardown). A resource found
+    to hold no scope is marked in its *plain* cell (`plain_cell`), and later calls set it
+    up in their own task (cheaper). Returns the open holder; the caller appends it to
+    *exits* (it closes like the generator: see `_Holder.athrow`). If the caller is
+    cancelled once the resource opened, it is appended here, to be closed with the call.
+    """
     holder = _Holder(step, obj)
-    group.start_soon(holder.run)
+    group = exits.group if isinstance(exits, Exits) else None
+    if group is not None:
+        group.start_soon(holder.run)
+    else:
+        _spawn(holder.run)
     try:
         await holder.settled.wait()
     except BaseException:
         # Cancelled (a deadline, a failed sibling branch): stop the setup too. If it
         # finished anyway, the resource is open and is closed with the call.
         if not holder.opened:
-            holder.expired = anyio.current_time() >= cast(Exits, exits).deadline
+            deadline = exits.deadline if isinstance(exits, Exits) else math.inf
+            holder.expired = anyio.current_time() >= deadline
             holder.abort.cancel()
         with anyio.CancelScope(shield=True):
             await holder.settled.wait()
@@ -678,11 +721,50 @@ async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
             await anyio.lowlevel.checkpoint()
             raise RuntimeError(f"the setup of {step.name} was cancelled")
         raise error
-    if cast(Exits, exits).closed:
+    if plain is not None and not holder.holds:
+        plain[0] = True
+    if isinstance(exits, Exits) and exits.closed:
         await _opened_too_late(step, holder)
-    exits.append((step, holder))
     source = obj if isinstance(obj, InContext) else holder
-    keep(exits, step, source.base, source.context)  # holder tasks set up in a copy
+    holder.tokens = adopt(source.base, source.context)  # holder tasks set up in a copy
+    return holder
+
+
+async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
+    """Enter a resource (generator or context manager) and remember how to close it."""
+    if isinstance(exits, Exits):
+        call, group = True, exits.group
+    else:
+        call, group = False, None
+    kind = step.kind  # identity tests: hashing an enum member costs a Python call
+    held = kind is Kind.ASYNC_GENERATOR or kind is Kind.ASYNC_CONTEXT_MANAGER
+    if group is None:
+        if held and call:
+            plain = plain_cell(step)
+            if not plain[0]:  # may hold a scope open: in a task of its own
+                holder = await hold(exits, step, obj, plain)
+                exits.append((step, holder))
+                return holder.value
+        if held or (step.inline and call):
+            # Set up and torn down in this task (a call's), in this task's context.
+            value = await _open(step, obj)
+            if isinstance(exits, Exits) and exits.closed:
+                await _opened_too_late(step, obj)
+            exits.append((step, obj))
+            return value
+        # A thread per hop, or a scope closed from another task: a context of its own.
+        own = InContext(obj)
+        value = await _open(step, own)
+        if isinstance(exits, Exits) and exits.closed:
+            await _opened_too_late(step, own)
+        exits.append((step, own))
+        if call:
+            keep(exits, step, own.base, own.context)
+        return value
+    if not held and not step.inline:
+        obj = InContext(obj)  # set up and torn down in worker threads
+    holder = await hold(exits, step, obj)
+    exits.append((step, holder))
     return holder.value
 
 
