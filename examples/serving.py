@@ -16,9 +16,8 @@ def where(name: str, url: str) -> str:
     """What a server prints once it listens: its MCP endpoint and the Inspector command."""
     return (
         f"{name}: MCP over streamable HTTP at {url}\n"
-        f"  inspect it:  {INSPECTOR} --transport http --server-url {url}\n"
-        f"  or list its tools from a shell:  {INSPECTOR} --cli {url} --transport http"
-        " --method tools/list\n"
+        f"  list its tools:  {INSPECTOR} --cli {url} --transport http --method tools/list\n"
+        f"  or run {INSPECTOR} and connect to {url} (transport: Streamable HTTP)\n"
         "  stop with Ctrl-C"
     )
 
@@ -29,7 +28,8 @@ def stdio_hint(name: str, command: str) -> None:
     if sys.stdin.isatty():
         print(
             f"{name}: MCP over stdio, waiting for a client on stdin/stdout\n"
-            f"  inspect it:  {INSPECTOR} {command}\n"
+            f"  list its tools:  {INSPECTOR} --cli {command} --method tools/list\n"
+            f"  or open it in the Inspector:  {INSPECTOR} {command}\n"
             "  stop with Ctrl-C",
             file=sys.stderr,
             flush=True,

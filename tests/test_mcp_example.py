@@ -80,8 +80,8 @@ def started_at(proc: "subprocess.Popen[str]") -> str:
     url = first.rsplit(" ", 1)[1].strip()
     assert url.endswith("/mcp")
     assert inspector.split() == [
-        "inspect", "it:", "npx", "@modelcontextprotocol/inspector",
-        "--transport", "http", "--server-url", url,
+        "list", "its", "tools:", "npx", "@modelcontextprotocol/inspector",
+        "--cli", url, "--transport", "http", "--method", "tools/list",
     ]  # fmt: skip
     return url
 
@@ -247,3 +247,32 @@ async def test_notes_survive_a_restart_with_db(tmp_path: Path) -> None:
             stop(proc)  # the first process is gone before the second starts
         assert listed.structured_content is not None
         assert [n["text"] for n in listed.structured_content["result"]] == ["buy milk"]
+
+
+def test_stdio_server_started_by_hand_says_what_it_waits_for() -> None:
+    """In a terminal (stdin is a tty) it says so on stderr; under a client it stays quiet
+    (the stdio test above reads its stdout as the protocol)."""
+    controller, terminal = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "examples.notes_server", "--transport", "stdio"],
+        cwd=ROOT,
+        env={**os.environ, **ENV},
+        stdin=terminal,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        lines = [proc.stderr.readline() for _ in range(3)]
+        assert lines[0].startswith("notes server: MCP over stdio, waiting for a client")
+        assert lines[1].split() == [
+            "list", "its", "tools:", "npx", "@modelcontextprotocol/inspector",
+            "--cli", "python", "-m", "examples.notes_server", "--method", "tools/list",
+        ]  # fmt: skip
+        assert lines[2].split()[-3:] == ["python", "-m", "examples.notes_server"]
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(controller)
+        os.close(terminal)
