@@ -14,8 +14,10 @@ __all__ = (
     "COUNTS",
     "SLEEPS",
     "asks",
+    "asks_late",
     "container",
     "every_kind",
+    "fails",
     "fast",
     "handler",
     "needs_value",
@@ -182,3 +184,19 @@ def every_kind(
     """A sync body (run in a worker thread) over one step of every kind."""
     _count("body")
     return f"{a}:{b + c + d + e + f + g}"
+
+
+async def no_database() -> int:
+    raise ValueError("no database here")
+
+
+async def fails(n: Annotated[int, Resolve(no_database)]) -> int:
+    return n
+
+
+async def undeclared():  # type: ignore[no-untyped-def]  # no annotation: it may ask
+    return Elicit("Sure?", Answer)  # type: ignore[arg-type]
+
+
+async def asks_late(a: Annotated[Answer, Resolve(undeclared)]) -> str:
+    return "asked"

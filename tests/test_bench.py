@@ -174,6 +174,17 @@ def test_what_it_cannot_supply_is_refused_with_the_fix(
         assert text in err
 
 
+def test_a_failing_first_call_is_reported_not_timed(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(capsys, "bench_sample:fails")
+    assert code == 1 and out == ""
+    assert "the first call of bench_sample:fails failed: ValueError: no database here" in err
+    # A question that only shows when the resolver runs is refused then, with the fix.
+    code, out, err = cli(capsys, "bench_sample:asks_late")
+    assert code == 1 and out == ""
+    assert "the first call of bench_sample:asks_late asked a question" in err
+    assert "bench_sample.undeclared" in err and "--override" in err
+
+
 def test_an_override_stands_in_for_the_framework_value(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -284,3 +295,17 @@ def test_the_documented_notes_server_commands(capsys: pytest.CaptureFixture[str]
         assert "examples.notes_server.bench_stand_ins.keep_the_note  CALL" in out
     finally:
         sys.path.remove(str(ROOT))
+
+
+async def test_call_timeout_is_off_while_measuring_and_restored() -> None:
+    container = bench_sample.container
+    container.call_timeout = 30.0
+    try:
+        report = await bench(
+            container, bench_sample.trivial, "t", args={}, calls=10, calibration=FIXED
+        )
+        assert container.call_timeout == 30.0
+    finally:
+        container.call_timeout = None
+    assert report["call_timeout_ignored"] == 30.0
+    assert "call_timeout (30.0 s) was off while measuring" in render(report)

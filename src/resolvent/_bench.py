@@ -732,6 +732,11 @@ def render(report: dict[str, Any]) -> str:
         "a call, measured empty) off every figure, and what a probe's interval holds besides "
         f"your code ({inside['ASYNC']:.0f} ns for an async function) off each part."
     )
+    if report.get("call_timeout_ignored") is not None:
+        lines.append(
+            f"The container's call_timeout ({report['call_timeout_ignored']} s) was off while "
+            "measuring: with it, every mode would run in a call scope."
+        )
     closed: list[dict[str, Any]] = report.get("closed") or []
     if closed:
         parts = ", ".join(f"{s['name']} {_us(s['us'])}" for s in closed)
