@@ -8,10 +8,21 @@ resources down in reverse order, and lets resolvers ask the user with `Elicit`.
 from typing import TYPE_CHECKING, Any
 
 from ._container import Call, Container, Session
-from ._errors import InputRequired, InvalidAnswer, InvalidSignature, NotAccepted, ResolventError
+from ._errors import (
+    InputRequired,
+    InvalidAnswer,
+    InvalidSignature,
+    NotAccepted,
+    ResolventError,
+    StateConflict,
+    StateError,
+    StateNotFound,
+)
 from ._markers import Elicit, Resolve, inline
 from ._plan import Plan
 from ._scopes import Scope
+from ._stores import StateKey, StateStore, open_store
+from ._stores.memory import MemoryStore
 
 __all__ = (
     "Accepted",
@@ -21,24 +32,38 @@ __all__ = (
     "Declined",
     "Elicit",
     "ElicitationResult",
+    "Handle",
+    "Held",
     "InputRequired",
     "InvalidAnswer",
     "InvalidSignature",
+    "MemoryStore",
     "NotAccepted",
     "Plan",
     "Resolve",
     "ResolventError",
     "Scope",
     "Session",
+    "SqliteStore",
+    "State",
+    "StateConflict",
+    "StateError",
+    "StateKey",
+    "StateNotFound",
+    "StateStore",
     "inline",
+    "open_store",
 )
 
 __version__ = "0.1.0"
 
 _LAZY = frozenset({"Accepted", "Cancelled", "Declined", "ElicitationResult"})
+_LAZY_STATE = frozenset({"Handle", "Held", "State"})
 
 if TYPE_CHECKING:
     from ._outcomes import Accepted, Cancelled, Declined, ElicitationResult
+    from ._state import Handle, Held, State
+    from ._stores.sqlite import SqliteStore
 
 
 def __getattr__(name: str) -> Any:
@@ -49,4 +74,15 @@ def __getattr__(name: str) -> Any:
         value = getattr(_outcomes, name)
         globals()[name] = value
         return value
+    if name in _LAZY_STATE:  # pydantic too
+        from . import _state
+
+        value = getattr(_state, name)
+        globals()[name] = value
+        return value
+    if name == "SqliteStore":  # sqlite3, on first use only
+        from ._stores.sqlite import SqliteStore
+
+        globals()[name] = SqliteStore
+        return SqliteStore
     raise AttributeError(f"module 'resolvent' has no attribute {name!r}")

@@ -12,6 +12,9 @@ __all__ = (
     "InvalidSignature",
     "NotAccepted",
     "ResolventError",
+    "StateConflict",
+    "StateError",
+    "StateNotFound",
 )
 
 
@@ -237,3 +240,30 @@ class AnswerTimeout(ResolventError, TimeoutError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class StateError(ResolventError):
+    """State kept across calls could not be read or written.
+
+    Raised for a stored value that no longer validates (naming the kind and the handle),
+    a new value over the size limit, and, as its subclasses, a handle that is not found
+    (`StateNotFound`) or an edit that could not be made atomically (`StateConflict`).
+    Nothing was written when it is raised. Under ``resolvent.mcp`` it reaches the client
+    as a tool error with this text.
+    """
+
+
+class StateNotFound(StateError):
+    """No state for this handle: unknown, expired, deleted or another principal's.
+
+    The four cases share one message on purpose, so that an error tells a caller nothing
+    about handles that are not theirs.
+    """
+
+
+class StateConflict(StateError):
+    """Another call held the state for longer than this call could wait, or this call held
+    it past its lease and lost it; nothing was written.
+
+    Stores raise it from ``load`` when another call's lease holds the value.
+    """

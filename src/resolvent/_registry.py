@@ -12,7 +12,9 @@ from ._record import record
 from ._scopes import Scope
 from ._signature import NO_DEFAULT, FunctionInfo, read_function
 
-__all__ = ("Provider", "Registry", "resolver_key")
+__all__ = ("IMPLICIT_SCOPE", "Provider", "Registry", "resolver_key")
+
+IMPLICIT_SCOPE = "__resolvent_scope__"
 
 
 def resolver_key(fn: Any) -> Hashable:
@@ -91,13 +93,16 @@ class Registry:
         return self.by_key.get(resolver_key(fn))
 
     def implicit(self, fn: Callable[..., Any]) -> Provider:
-        """The provider for an unregistered resolver: CALL-scoped, inline if marked."""
+        """The provider for an unregistered resolver: CALL-scoped, inline if marked.
+
+        resolvent's own built-in providers (the default state store) carry their scope
+        in ``__resolvent_scope__``, so they need no registration in each container.
+        """
         found = self.get(fn)
-        return (
-            found
-            if found is not None
-            else Provider(read(fn), Scope.CALL, inline=is_inline(fn), registered=False)
-        )
+        if found is not None:
+            return found
+        scope = getattr(fn, IMPLICIT_SCOPE, Scope.CALL)
+        return Provider(read(fn), scope, inline=is_inline(fn), registered=False)
 
     def for_type(self, tp: Any) -> list[Provider]:
         return list(self.by_type.get(tp, ()))

@@ -27,9 +27,12 @@ markers but was registered without `inject` (`check_server` runs the same check 
 from mcp.server.mcpserver.resolve import ListRoots, Sample
 
 from .._container import register_start_check
+from .._state import add_principal_source
 from ._guard import check_if_server, check_server
+from ._principal import authenticated_principal
 from ._tool import inject  # importing it registers the SDK's markers with the core
 
 register_start_check(check_if_server)  # container.lifespan refuses un-injected handlers
+add_principal_source(authenticated_principal)  # State values belong to the token's principal
 
 __all__ = ("ListRoots", "Sample", "check_server", "inject")

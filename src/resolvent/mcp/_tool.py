@@ -48,6 +48,7 @@ from .._errors import (
     InvalidAnswer,
     InvalidSignature,
     NotAccepted,
+    StateError,
 )
 from .._plan import Plan, Step
 from .._questions import Outcome
@@ -254,7 +255,12 @@ class _Tool:
             # No questions, no CALL resources, no SESSION values: no scope object needed.
             if self.needs_app:
                 container._check_scopes(plan, None)
-            result = await plan.run_fn(kwargs, {Context: ctx}, None, container._app, None, self.fn)
+            try:
+                result = await plan.run_fn(
+                    kwargs, {Context: ctx}, None, container._app, None, self.fn
+                )
+            except StateError as exc:
+                raise _state_refusal(ctx, plan, exc) from None
             return self._own_result(result)
         if ctx is None:  # needs nothing from the request: no questions, no SESSION
             call = container.call()
@@ -262,6 +268,8 @@ class _Tool:
                 return await self._run_call(call, ctx, plan, kwargs, False)
             except CallTimeout as exc:
                 raise _refusal(ctx, exc.brief) from None
+            except StateError as exc:
+                raise _state_refusal(ctx, plan, exc) from None
         modern = _uses_input_required(ctx.protocol_version)
         rounds = modern and self.asks
         answers: dict[str, Any] | None = None
@@ -296,6 +304,8 @@ class _Tool:
             # Expected, not a crash: the client reads what ran out of time and the bound,
             # the server logs one line (a traceback per timed-out call costs real CPU).
             raise _refusal(ctx, exc.brief) from None
+        except StateError as exc:
+            raise _state_refusal(ctx, plan, exc) from None
 
     async def _run_in_session(
         self,
@@ -426,6 +436,14 @@ def _refusal(ctx: Context[Any, Any] | None, text: str) -> Exception:
     if method == "resources/read":
         return ResourceError(text)
     return ToolError(text)
+
+
+def _state_refusal(ctx: Context[Any, Any] | None, plan: Plan, exc: StateError) -> Exception:
+    """A state handle not found (or a conflict) as an error the client reads; one log line."""
+    import logging
+
+    logging.getLogger("resolvent").info("resolvent: %s: %s", plan.name, str(exc).split("\n")[0])
+    return _refusal(ctx, str(exc))
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:

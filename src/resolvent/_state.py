@@ -1,0 +1,473 @@
+"""State kept across calls: pydantic values in a shared store, addressed by handles.
+
+A `State` declares one kind of state ("cart": a model, a store, expiry). Its three
+resolvers give a handler a new value (`State.new`), a value to read (`State.read`) or to
+change (`State.edit`). The handle is an ordinary call argument the handler declares; every
+access checks it against the caller's principal; an edit holds a lease on the handle from
+resolution to the end of the call and writes only if the handler succeeded.
+
+State is data, not a live object, and not a scope: APP, SESSION and CALL hold objects in
+one process, state outlives processes (see docs/state.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import random
+import re
+import secrets
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, Generic, TypeVar
+
+import anyio
+from pydantic import BaseModel, Field, ValidationError
+
+from ._errors import StateConflict, StateError, StateNotFound
+from ._markers import Resolve, inline
+from ._registry import IMPLICIT_SCOPE
+from ._scopes import Scope
+from ._stores import StateKey, StateStore, open_store
+from ._stores.memory import MemoryStore
+
+__all__ = ("ANONYMOUS", "Handle", "Held", "State", "add_principal_source", "memory_store")
+
+M = TypeVar("M", bound=BaseModel)
+
+ANONYMOUS = "anonymous"
+"""The principal of a caller nobody authenticated."""
+
+Handle = Annotated[
+    str,
+    Field(
+        description=(
+            "Handle of state the server keeps for you, returned by an earlier call. "
+            "Pass it back unchanged."
+        )
+    ),
+]
+"""A described string for a handle parameter: ``cart: Handle`` shows MCP clients (and
+OpenAPI) what the argument is. A plain ``str`` works too."""
+
+_HANDLE_BYTES = 24  # 192 bits, 32 URL-safe characters
+_HANDLE = re.compile(r"[A-Za-z0-9_-]{32}")
+_PRINCIPAL = "resolvent_principal"
+_STORE = "resolvent_store"
+_TOKEN = "resolvent_token"
+
+# -- principals ---------------------------------------------------------------------------
+
+_SOURCES: list[Callable[[], str | None]] = []
+
+
+def add_principal_source(source: Callable[[], str | None]) -> None:
+    """Let an integration name the caller: *source()* returns a principal or None.
+
+    ``resolvent.mcp`` adds the SDK's authenticated token (its subject, else its client
+    id). The first source that names someone wins; nobody named is `ANONYMOUS`.
+    """
+    if source not in _SOURCES:
+        _SOURCES.append(source)
+
+
+@inline
+def current_principal() -> str:
+    """The caller's principal: the first integration source that names one, else anonymous."""
+    for source in _SOURCES:
+        found = source()
+        if found:
+            return found
+    return ANONYMOUS
+
+
+@functools.lru_cache(maxsize=4096)
+def _owner(principal: str) -> str:
+    # Stores see a digest: the principal is never kept in clear.
+    return hashlib.blake2b(principal.encode(), digest_size=16).hexdigest()
+
+
+@inline
+def call_token() -> str:
+    """A random token per call: the lease owner for every edit in this call."""
+    return secrets.token_hex(8)
+
+
+# -- stores as APP resources ---------------------------------------------------------------
+
+
+async def memory_store() -> AsyncIterator[StateStore]:
+    """The default store: a `MemoryStore` per container, opened on first use, APP scope."""
+    store = MemoryStore()
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
+setattr(memory_store, IMPLICIT_SCOPE, Scope.APP)
+
+_URL_STORES: dict[str, Callable[..., Any]] = {}
+
+
+def _url_store(url: str) -> Callable[..., Any]:
+    """One APP provider per store URL, so kinds naming the same URL share one store."""
+    found = _URL_STORES.get(url)
+    if found is not None:
+        return found
+
+    async def state_store() -> AsyncIterator[StateStore]:
+        async with open_store(url) as store:
+            yield store
+
+    setattr(state_store, IMPLICIT_SCOPE, Scope.APP)
+    _URL_STORES[url] = state_store
+    return state_store
+
+
+# -- the value being created or edited -------------------------------------------------------
+
+
+class Held(Generic[M]):
+    """A value this call creates (`State.new`) or edits (`State.edit`).
+
+    Change ``value`` in place or assign a new one; call `delete` to remove it. The change
+    is written when the call ends, only if the handler succeeded.
+
+    Attributes:
+        handle: the handle the client passes back to reach this value again.
+        value: the value (a model instance).
+    """
+
+    __slots__ = ("_deleted", "handle", "value")
+
+    def __init__(self, handle: str, value: M) -> None:
+        self.handle = handle
+        self.value = value
+        self._deleted = False
+
+    def delete(self) -> None:
+        """Remove the value when the call succeeds; the handle is not found afterwards."""
+        self._deleted = True
+
+    @property
+    def deleted(self) -> bool:
+        """Whether `delete` was called."""
+        return self._deleted
+
+    def __repr__(self) -> str:
+        return f"Held({self.handle!r}, {self.value!r}{', deleted' if self._deleted else ''})"
+
+
+# -- a kind of state ---------------------------------------------------------------------------
+
+
+class State(Generic[M]):
+    """One kind of state kept across calls: a pydantic model stored under handles.
+
+    ```python
+    class Cart(BaseModel):
+        items: dict[str, int] = {}
+
+    carts = State("cart", Cart, store="sqlite:///carts.db")
+
+    async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> str:
+        return cart.handle
+
+    async def add_item(
+        cart: Handle, item: str, edit: Annotated[Held[Cart], Resolve(carts.edit)]
+    ) -> dict[str, int]:
+        edit.value.items[item] = edit.value.items.get(item, 0) + 1
+        return edit.value.items
+    ```
+
+    Its resolvers: `new` mints a handle for the caller's principal and stores the
+    model's initial value when the call succeeds; `read` gives the current value of the
+    handle in the call argument named *argument*; `edit` gives it as a `Held`, holding
+    a lease on the handle until the call ends, then writes the change only if the
+    handler succeeded (an error or cancellation writes nothing). A handle that is
+    unknown, expired, deleted or another principal's raises `StateNotFound`, with one
+    and the same message.
+
+    Args:
+        name: the kind's name, part of every key and message (``"cart"``).
+        model: the pydantic model of the values.
+        store: where values live: a store URL (see `open_store`), or an APP-scoped
+            provider of a `StateStore` (so its opening and closing are the container's
+            APP lifetime). Default: one `MemoryStore` per container.
+        principal: a resolver naming the caller (it may take framework values such as
+            the MCP ``Context``). Default: the authenticated MCP principal, else
+            `ANONYMOUS`.
+        argument: the call argument carrying the handle (default: *name*).
+        idle_ttl: seconds a value lives after its last use; every read and edit
+            refreshes it.
+        max_lifetime: seconds a value lives at most after its creation, used or not.
+        max_size: bytes a stored value may take at most (default 1 MB).
+        version: the schema version written with every value.
+        migrate: ``migrate(old_version, data) -> data`` turns the JSON data of an older
+            version into data the model validates; without it, such a value is an error.
+        lease: seconds an edit may hold a handle; past it another call may take the
+            handle over, and the late edit fails without writing.
+        wait: seconds an edit or read waits for another call's lease before failing
+            with `StateConflict`.
+        initial: makes the value `new` starts from (default: ``model()``).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: type[M],
+        *,
+        store: str | Callable[..., Any] | None = None,
+        principal: Callable[..., Any] | None = None,
+        argument: str | None = None,
+        idle_ttl: float = 3600.0,
+        max_lifetime: float = 7 * 86400.0,
+        max_size: int = 1_000_000,
+        version: int = 1,
+        migrate: Callable[[int, Any], Any] | None = None,
+        lease: float = 60.0,
+        wait: float = 10.0,
+        initial: Callable[[], M] | None = None,
+    ) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise ValueError(f"State name {name!r}: use letters, digits, '_', '.' or '-'")
+        argument = name if argument is None else argument
+        if not argument.isidentifier():
+            raise ValueError(
+                f"State {name!r}: the handle's call argument {argument!r} is not a valid "
+                "parameter name.\n  fix: pass argument='...' with a Python identifier"
+            )
+        for label, seconds in (("idle_ttl", idle_ttl), ("max_lifetime", max_lifetime)):
+            if seconds <= 0:
+                raise ValueError(f"State {name!r}: {label} must be positive, not {seconds}")
+        self.name = name
+        self.model = model
+        self.argument = argument
+        self.idle_ttl = float(idle_ttl)
+        self.max_lifetime = float(max_lifetime)
+        self.max_size = max_size
+        self.version = version
+        self.migrate = migrate
+        self.lease = float(lease)
+        self.wait = float(wait)
+        self.initial: Callable[[], M] = model if initial is None else initial
+        self._header = b"%d\n" % version
+        if store is None:
+            store = memory_store
+        elif isinstance(store, str):
+            store = _url_store(store)
+        self.store: Callable[..., Any] = store
+        """The APP provider of this kind's store (pass it to ``Container(warm=...)`` to
+        open the store at start-up)."""
+        self.principal: Callable[..., Any] = current_principal if principal is None else principal
+        self.new = self._make_new()
+        self.read = self._make_read()
+        self.edit = self._make_edit()
+
+    def __repr__(self) -> str:
+        return f"State({self.name!r}, {self.model.__qualname__})"
+
+    # -- the resolvers -----------------------------------------------------------------
+
+    def _signature(self, fn: Callable[..., Any], verb: str, returns: Any, *, handle: bool) -> None:
+        params: list[tuple[str, Any]] = []
+        if handle:
+            params.append((self.argument, str))
+        params += [
+            (_PRINCIPAL, Annotated[str, Resolve(self.principal)]),
+            (_STORE, Annotated[StateStore, Resolve(self.store)]),
+            (_TOKEN, Annotated[str, Resolve(call_token)]),
+        ]
+        kw = inspect.Parameter.KEYWORD_ONLY
+        fn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter(n, kw, annotation=a) for n, a in params],
+            return_annotation=returns,
+        )
+        fn.__annotations__ = {**dict(params), "return": returns}
+        fn.__name__ = verb
+        fn.__qualname__ = f"State[{self.name!r}].{verb}"
+        fn.__module__ = "resolvent"
+        fn.__doc__ = f"The {self.name} {'for' if handle else 'this call creates'} ({verb})."
+
+    def _make_new(self) -> Callable[..., AsyncIterator[Held[M]]]:
+        state = self
+
+        async def new(**kw: Any) -> AsyncIterator[Held[M]]:
+            handle = secrets.token_urlsafe(_HANDLE_BYTES)
+            held = Held(handle, state.initial())
+            yield held  # an exception here propagates: nothing was stored
+            if held.deleted:
+                return
+            key = StateKey(state.name, _owner(str(kw[_PRINCIPAL])), handle)
+            data = state._encode(handle, held.value)
+            store: StateStore = kw[_STORE]
+            await store.create(key, data, state.idle_ttl, state.max_lifetime)
+
+        self._signature(new, "new", AsyncIterator[Held[self.model]], handle=False)  # type: ignore[name-defined]
+        return new
+
+    def _make_read(self) -> Callable[..., Any]:
+        state, argument = self, self.argument
+
+        async def read(**kw: Any) -> M:
+            key = state._key(kw[argument], kw[_PRINCIPAL])
+            data = await state._load(kw[_STORE], key, kw[_TOKEN], 0.0)
+            return state._decode(key, data)
+
+        self._signature(read, "read", self.model, handle=True)
+        return read
+
+    def _make_edit(self) -> Callable[..., AsyncIterator[Held[M]]]:
+        state, argument = self, self.argument
+
+        async def edit(**kw: Any) -> AsyncIterator[Held[M]]:
+            key = state._key(kw[argument], kw[_PRINCIPAL])
+            store: StateStore = kw[_STORE]
+            token: str = kw[_TOKEN]
+            loaded = await state._load(store, key, token, state.lease)
+            try:
+                held = Held(key.handle, state._decode(key, loaded))
+            except BaseException:
+                await state._release(store, key, token)
+                raise
+            try:
+                yield held
+            except BaseException:
+                await state._release(store, key, token)
+                raise
+            await state._commit(store, key, token, held, loaded)
+
+        self._signature(edit, "edit", AsyncIterator[Held[self.model]], handle=True)  # type: ignore[name-defined]
+        return edit
+
+    # -- the work ------------------------------------------------------------------------
+
+    def _key(self, handle: Any, principal: Any) -> StateKey:
+        if type(handle) is not str or not _HANDLE.fullmatch(handle):
+            raise self._not_found(handle)
+        return StateKey(self.name, _owner(str(principal)), handle)
+
+    def _not_found(self, handle: Any) -> StateNotFound:
+        shown = repr(handle) if len(repr(handle)) <= 48 else repr(handle)[:45] + "..."
+        return StateNotFound(
+            f"{self.name} {shown} not found or expired.\n"
+            f"  fix: pass a handle this server returned to you for a {self.name}, "
+            "and use it before it expires; otherwise create a new one"
+        )
+
+    async def _load(self, store: StateStore, key: StateKey, token: str, lease: float) -> bytes:
+        try:
+            data = await store.load(key, self.idle_ttl, token, lease)
+        except StateConflict:
+            data = await self._wait_for(store, key, token, lease)
+        if data is None:
+            raise self._not_found(key.handle)
+        return data
+
+    async def _wait_for(
+        self, store: StateStore, key: StateKey, token: str, lease: float
+    ) -> bytes | None:
+        """Retry *load* while another call's lease holds the key, at most `wait` seconds."""
+        give_up = anyio.current_time() + self.wait
+        delay = 0.001
+        while True:
+            await anyio.sleep(delay * (0.5 + random.random()))
+            try:
+                return await store.load(key, self.idle_ttl, token, lease)
+            except StateConflict:
+                if anyio.current_time() >= give_up:
+                    raise StateConflict(
+                        f"{self.name} {key.handle!r} is being changed by another call, "
+                        f"which held it for longer than this call waits ({self.wait:g} s); "
+                        "nothing was changed.\n"
+                        "  fix: try again; if edits often take this long, raise "
+                        f"State({self.name!r}, ..., wait=...)"
+                    ) from None
+                delay = min(delay * 2, 0.05)
+
+    async def _release(self, store: StateStore, key: StateKey, token: str) -> None:
+        """End the lease without writing: the handler failed or was cancelled."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await store.save(key, self.idle_ttl, token, None, False)
+            except Exception:  # the lease runs out by itself; the handler's error matters
+                from ._scopes import logger
+
+                logger.error("resolvent: could not release %s %r", self.name, key.handle)
+
+    async def _commit(
+        self, store: StateStore, key: StateKey, token: str, held: Held[M], loaded: bytes
+    ) -> None:
+        try:
+            if held.deleted:
+                data, delete = None, True
+            else:
+                data, delete = self._encode(key.handle, held.value), False
+                if data == loaded:
+                    data = None  # unchanged: only end the lease
+            saved = await store.save(key, self.idle_ttl, token, data, delete)
+        except BaseException:
+            await self._release(store, key, token)
+            raise
+        if not saved:
+            raise StateConflict(
+                f"{self.name} {key.handle!r} was not saved: this call held it for longer "
+                f"than its lease ({self.lease:g} s) and another call changed or removed it "
+                "meanwhile; nothing of this call was written.\n"
+                f"  fix: try again; for handlers that take longer, raise "
+                f"State({self.name!r}, ..., lease=...)"
+            )
+
+    def _encode(self, handle: str, value: Any) -> bytes:
+        if not isinstance(value, self.model):
+            raise StateError(
+                f"{self.name} {handle!r}: the value to save is a {type(value).__qualname__}, "
+                f"not a {self.model.__qualname__}; nothing was saved.\n"
+                f"  fix: assign a {self.model.__qualname__} to Held.value"
+            )
+        data = self._header + value.model_dump_json().encode()
+        if len(data) > self.max_size:
+            raise StateError(
+                f"{self.name} {handle!r}: the new value takes {len(data):,} bytes, over the "
+                f"limit of {self.max_size:,}; nothing was saved.\n"
+                f"  fix: keep less in a {self.name}, or raise State({self.name!r}, ..., "
+                "max_size=...)"
+            )
+        return data
+
+    def _decode(self, key: StateKey, data: bytes) -> M:
+        header, _, payload = data.partition(b"\n")
+        try:
+            version = int(header)
+        except ValueError:
+            version = -1
+        try:
+            if version == self.version:
+                return self.model.model_validate_json(payload)
+            if version >= 1 and self.migrate is not None:
+                import json
+
+                return self.model.model_validate(self.migrate(version, json.loads(payload)))
+        except (ValidationError, ValueError) as exc:
+            raise StateError(
+                f"{self.name} {key.handle!r}: the stored value (schema version {version}) "
+                f"does not validate as {self.model.__qualname__} (version {self.version}): "
+                f"{_first_line(exc)}.\n"
+                f"  fix: pass State({self.name!r}, ..., migrate=...) to turn old values "
+                "into valid ones, or keep the model compatible"
+            ) from exc
+        raise StateError(
+            f"{self.name} {key.handle!r}: the stored value has schema version {version}, "
+            f"and this server reads version {self.version}.\n"
+            f"  fix: pass State({self.name!r}, ..., migrate=...) to convert older versions"
+            if version < self.version
+            else f"{self.name} {key.handle!r}: the stored value has schema version {version}, "
+            f"newer than this server's {self.version}.\n"
+            "  fix: run the newer server, or keep the versions in step across workers"
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return " ".join(line.strip() for line in text[:3]) if text else type(exc).__name__

@@ -1,0 +1,139 @@
+"""Stores for state kept across calls: the protocol every store follows, and the URL opener.
+
+A store keeps opaque values (bytes) under a `StateKey` with two clocks: a sliding idle
+time-to-live that every load and save refreshes, and an absolute deadline fixed at
+creation. An edit holds a *lease* on the key: one token at a time may change it, and the
+save that ends the edit succeeds only while the lease is still its own. Everything else
+(handles, principals, models, schema versions, size limits) is `resolvent.State`'s job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator
+from typing import NamedTuple, Protocol, runtime_checkable
+
+from .._errors import ResolventError
+
+__all__ = ("StateKey", "StateStore", "open_store")
+
+
+class StateKey(NamedTuple):
+    """Where one value lives: its kind, its owner and its handle.
+
+    Attributes:
+        kind: the `State`'s name (``"cart"``).
+        owner: a digest of the principal that created it; never the principal in clear.
+        handle: the URL-safe random handle the server minted.
+    """
+
+    kind: str
+    owner: str
+    handle: str
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """What `resolvent.State` needs from a store; implement it to add your own.
+
+    Every method is atomic against every other call on the same key, from any task or
+    process. Times are seconds. A value whose idle time or absolute deadline has passed
+    does not exist: methods treat it as missing, and the store removes it (soon after it
+    expires, not only when it is next asked for).
+
+    `MemoryStore`, `SqliteStore` and ``resolvent.redis.RedisStore`` implement it; one
+    conformance suite (``tests/test_state_conformance.py``) runs against each.
+    """
+
+    async def create(self, key: StateKey, data: bytes, idle: float, lifetime: float) -> None:
+        """Store a new value under *key*, alive for *idle* seconds since its last use and
+        at most *lifetime* seconds in all. *key* is fresh (a new random handle)."""
+        ...
+
+    async def load(self, key: StateKey, idle: float, token: str, lease: float) -> bytes | None:
+        """The value under *key*, or None when there is none (or it expired).
+
+        Refreshes its idle time. With *lease* > 0, also take the lease for *token* for
+        *lease* seconds. A lease held by another token that has not run out makes it
+        raise `resolvent.StateConflict` instead (whether or not this call leases); a
+        lease held by *token* itself is no obstacle.
+        """
+        ...
+
+    async def save(
+        self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool
+    ) -> bool:
+        """End *token*'s lease on *key*: write *data* (None: keep the value), or remove
+        the value when *delete* is true; refresh its idle time.
+
+        Returns False, writing nothing, when the lease is no longer *token*'s (another
+        token took it after it ran out) or the value is gone.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and background work; the store is not used after this."""
+        ...
+
+
+@contextlib.asynccontextmanager
+async def open_store(url: str = "memory:") -> AsyncGenerator[StateStore]:
+    """Open the store a URL names, and close it on exit.
+
+    - ``memory:`` — `MemoryStore`, this process only;
+    - ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` — `SqliteStore`,
+      shared by the processes of one host;
+    - ``redis://HOST:PORT[/DB]`` (or ``rediss://``, ``valkey://``) —
+      ``resolvent.redis.RedisStore``, shared by many hosts; needs
+      ``pip install "resolvent[redis]"``.
+
+    ```python
+    @container.provider(scope=Scope.APP)
+    async def store() -> AsyncIterator[StateStore]:
+        async with open_store("sqlite:///state.db") as opened:
+            yield opened
+    ```
+
+    Raises:
+        ResolventError: the URL names no known store, or the store cannot be reached
+            (the message names the URL and the cause).
+    """
+    scheme, _, rest = url.partition(":")
+    scheme = scheme.lower()
+    if scheme in ("redis", "rediss", "valkey", "valkeys"):
+        try:
+            from ..redis import RedisStore
+        except ImportError as exc:
+            raise ResolventError(
+                f"cannot open a Redis state store: the Redis store needs coredis ({exc}).\n"
+                '  fix: pip install "resolvent[redis]"'
+            ) from exc
+        async with RedisStore.connect(url) as redis_store:
+            yield redis_store
+        return
+    store = await _open(url, scheme, rest)
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
+async def _open(url: str, scheme: str, rest: str) -> StateStore:
+    if scheme == "memory":
+        from .memory import MemoryStore
+
+        return MemoryStore()
+    if scheme == "sqlite":
+        if not rest.startswith("///") or len(rest) == 3:
+            raise ResolventError(
+                f"cannot open {url!r}: a SQLite URL has three slashes before a relative path "
+                "and four before an absolute one.\n"
+                "  fix: sqlite:///state.db or sqlite:////var/lib/app/state.db"
+            )
+        from .sqlite import SqliteStore
+
+        return await SqliteStore.open(rest[3:])
+    raise ResolventError(
+        f"cannot open the state store {url!r}: unknown scheme {scheme!r}.\n"
+        "  fix: use memory:, sqlite:///PATH or redis://HOST:PORT[/DB]"
+    )

@@ -1,0 +1,101 @@
+"""`MemoryStore`: state in this process's memory, the default store."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from .._errors import StateConflict
+from . import StateKey
+
+__all__ = ("MemoryStore",)
+
+
+class _Entry:
+    __slots__ = ("data", "deadline", "expires", "lease", "lease_until")
+
+    def __init__(self, data: bytes, expires: float, deadline: float) -> None:
+        self.data = data
+        self.expires = expires
+        self.deadline = deadline
+        self.lease = ""
+        self.lease_until = 0.0
+
+
+class MemoryStore:
+    """State in a dict of this process: fast, gone when the process ends, not shared.
+
+    The default store of `resolvent.State`. Each operation runs on the event loop without
+    awaiting, so it is atomic against other tasks. Expired values are swept out once a
+    *sweep* interval has passed, on the next operation.
+
+    Args:
+        clock: seconds, monotonic (default `time.monotonic`; tests pass their own).
+        sweep: seconds between sweeps of expired values.
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic, sweep: float = 1.0) -> None:
+        self._entries: dict[StateKey, _Entry] = {}
+        self._clock = clock
+        self._sweep_every = sweep
+        self._next_sweep = clock() + sweep
+
+    def __len__(self) -> int:
+        """How many values the store holds, expired ones not yet swept included."""
+        return len(self._entries)
+
+    def _now(self) -> float:
+        now = self._clock()
+        if now >= self._next_sweep:
+            self._next_sweep = now + self._sweep_every
+            expired = [key for key, entry in self._entries.items() if entry.expires <= now]
+            for key in expired:
+                del self._entries[key]
+        return now
+
+    def _live(self, key: StateKey, now: float) -> _Entry | None:
+        entry = self._entries.get(key)
+        if entry is not None and entry.expires <= now:
+            del self._entries[key]
+            return None
+        return entry
+
+    async def create(self, key: StateKey, data: bytes, idle: float, lifetime: float) -> None:
+        """Store a new value (see `StateStore.create`)."""
+        now = self._now()
+        deadline = now + lifetime
+        self._entries[key] = _Entry(data, min(now + idle, deadline), deadline)
+
+    async def load(self, key: StateKey, idle: float, token: str, lease: float) -> bytes | None:
+        """The value, optionally leased (see `StateStore.load`)."""
+        now = self._now()
+        entry = self._live(key, now)
+        if entry is None:
+            return None
+        if entry.lease and entry.lease != token and entry.lease_until > now:
+            raise StateConflict(f"{key.kind} {key.handle!r} is leased by another call")
+        entry.expires = min(now + idle, entry.deadline)
+        if lease > 0:
+            entry.lease, entry.lease_until = token, now + lease
+        return entry.data
+
+    async def save(
+        self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool
+    ) -> bool:
+        """End the lease, writing or deleting (see `StateStore.save`)."""
+        now = self._now()
+        entry = self._live(key, now)
+        if entry is None or entry.lease != token:
+            return False
+        if delete:
+            del self._entries[key]
+            return True
+        if data is not None:
+            entry.data = data
+        entry.lease, entry.lease_until = "", 0.0
+        entry.expires = min(now + idle, entry.deadline)
+        return True
+
+    async def aclose(self) -> None:
+        """Drop every value."""
+        self._entries.clear()
