@@ -1,0 +1,266 @@
+"""`SqliteStore`: state in a SQLite file, shared by the processes of one host."""
+
+from __future__ import annotations
+
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio.to_thread
+
+from .._errors import ResolventError, StateConflict
+from . import StateKey
+
+__all__ = ("SqliteStore",)
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS resolvent_state (
+    kind TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    handle TEXT NOT NULL,
+    data BLOB NOT NULL,
+    expires REAL NOT NULL,
+    deadline REAL NOT NULL,
+    lease TEXT NOT NULL DEFAULT '',
+    lease_until REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (kind, owner, handle)
+);
+CREATE INDEX IF NOT EXISTS resolvent_state_expires ON resolvent_state (expires);
+"""
+_WHERE = "kind = ? AND owner = ? AND handle = ?"
+_BUSY: Any = object()
+
+
+class SqliteStore:
+    """State in one SQLite file: several worker processes of one host share it.
+
+    Each operation is one short ``BEGIN IMMEDIATE`` transaction in a worker thread
+    (``sqlite3`` blocks; this runs on asyncio and trio alike), so it is atomic against
+    every other process; a save is a compare-and-set on the lease in SQL. The file is in
+    WAL mode, and a connection waits up to *busy_timeout* for another writer. A thread
+    of the store deletes expired rows every *sweep* seconds.
+
+    Open it with ``await SqliteStore.open(path)`` or ``open_store("sqlite:///path")``,
+    and close it with `aclose`.
+
+    Args:
+        path: the database file (created if missing).
+        clock: wall-clock seconds shared by the processes (default `time.time`).
+        busy_timeout: seconds to wait for another process's write transaction.
+        sweep: seconds between sweeps of expired rows.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        busy_timeout: float = 10.0,
+        sweep: float = 1.0,
+    ) -> None:
+        self.path = path
+        self._clock = clock
+        self._busy_timeout = busy_timeout
+        self._sweep_every = sweep
+        self._pool: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._sweeper: threading.Thread | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        path: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        busy_timeout: float = 10.0,
+        sweep: float = 1.0,
+    ) -> SqliteStore:
+        """Open (and create) the database at *path*, and start sweeping it.
+
+        Raises:
+            ResolventError: the file cannot be opened as a database.
+        """
+        store = cls(path, clock=clock, busy_timeout=busy_timeout, sweep=sweep)
+        try:
+            await anyio.to_thread.run_sync(store._setup)
+        except sqlite3.Error as exc:
+            await store.aclose()
+            raise ResolventError(
+                f"cannot open the SQLite state store at {path!r}: {exc}.\n"
+                "  fix: check that the directory exists and is writable"
+            ) from exc
+        store._sweeper = threading.Thread(
+            target=store._sweep_loop, name="resolvent-sqlite-sweep", daemon=True
+        )
+        store._sweeper.start()
+        return store
+
+    # -- connections -------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self._busy_timeout,
+            isolation_level=None,  # transactions are explicit: BEGIN IMMEDIATE
+            check_same_thread=False,  # pooled: used by one worker thread at a time
+        )
+        conn.execute("PRAGMA synchronous=NORMAL")
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    def _setup(self) -> None:
+        conn = self._connect()
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+        finally:
+            self._pool.put(conn)
+
+    def _with(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            conn = self._pool.get_nowait()
+        except queue.Empty:
+            conn = self._connect()
+        try:
+            return fn(conn, *args)
+        finally:
+            self._pool.put(conn)
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        # Not abandoned on cancellation: a transaction that started finishes.
+        return await anyio.to_thread.run_sync(self._with, fn, *args)
+
+    # -- the protocol --------------------------------------------------------------------
+
+    async def create(self, key: StateKey, data: bytes, idle: float, lifetime: float) -> None:
+        """Store a new value (see `StateStore.create`)."""
+        await self._run(self._create, key, data, idle, lifetime)
+
+    def _create(
+        self, conn: sqlite3.Connection, key: StateKey, data: bytes, idle: float, lifetime: float
+    ) -> None:
+        now = self._clock()
+        deadline = now + lifetime
+        conn.execute(
+            "INSERT INTO resolvent_state (kind, owner, handle, data, expires, deadline) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (*key, data, min(now + idle, deadline), deadline),
+        )
+
+    async def load(self, key: StateKey, idle: float, token: str, lease: float) -> bytes | None:
+        """The value, optionally leased (see `StateStore.load`)."""
+        found = await self._run(self._load, key, idle, token, lease)
+        if found is _BUSY:
+            raise StateConflict(f"{key.kind} {key.handle!r} is leased by another call")
+        return found  # type: ignore[no-any-return]
+
+    def _load(
+        self, conn: sqlite3.Connection, key: StateKey, idle: float, token: str, lease: float
+    ) -> Any:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            now = self._clock()
+            row = conn.execute(
+                f"SELECT data, expires, deadline, lease, lease_until FROM resolvent_state "
+                f"WHERE {_WHERE}",
+                key,
+            ).fetchone()
+            if row is None:
+                found = None
+            else:
+                data, expires, deadline, held, until = row
+                if expires <= now:
+                    conn.execute(f"DELETE FROM resolvent_state WHERE {_WHERE}", key)
+                    found = None
+                elif held and held != token and until > now:
+                    found = _BUSY
+                else:
+                    if lease > 0:
+                        conn.execute(
+                            "UPDATE resolvent_state SET expires = ?, lease = ?, lease_until = ? "
+                            f"WHERE {_WHERE}",
+                            (min(now + idle, deadline), token, now + lease, *key),
+                        )
+                    else:
+                        conn.execute(
+                            f"UPDATE resolvent_state SET expires = ? WHERE {_WHERE}",
+                            (min(now + idle, deadline), *key),
+                        )
+                    found = data
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return found
+
+    async def save(
+        self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool
+    ) -> bool:
+        """End the lease, writing or deleting (see `StateStore.save`)."""
+        return await self._run(self._save, key, idle, token, data, delete)
+
+    def _save(
+        self,
+        conn: sqlite3.Connection,
+        key: StateKey,
+        idle: float,
+        token: str,
+        data: bytes | None,
+        delete: bool,
+    ) -> bool:
+        now = self._clock()
+        # One statement each: the compare-and-set on the lease is SQLite's own atomic write.
+        if delete:
+            cursor = conn.execute(
+                f"DELETE FROM resolvent_state WHERE {_WHERE} AND lease = ? AND expires > ?",
+                (*key, token, now),
+            )
+        elif data is None:
+            cursor = conn.execute(
+                "UPDATE resolvent_state SET lease = '', lease_until = 0, "
+                f"expires = min(?, deadline) WHERE {_WHERE} AND lease = ? AND expires > ?",
+                (now + idle, *key, token, now),
+            )
+        else:
+            cursor = conn.execute(
+                "UPDATE resolvent_state SET data = ?, lease = '', lease_until = 0, "
+                f"expires = min(?, deadline) WHERE {_WHERE} AND lease = ? AND expires > ?",
+                (data, now + idle, *key, token, now),
+            )
+        return cursor.rowcount == 1
+
+    # -- sweeping and closing ---------------------------------------------------------------
+
+    def _sweep_loop(self) -> None:
+        while not self._stop.wait(self._sweep_every):
+            try:
+                self._with(self._sweep)
+            except sqlite3.Error:  # busy past the timeout, or closed: the next sweep tries
+                continue
+
+    def _sweep(self, conn: sqlite3.Connection) -> int:
+        cursor = conn.execute("DELETE FROM resolvent_state WHERE expires <= ?", (self._clock(),))
+        return cursor.rowcount
+
+    async def sweep(self) -> int:
+        """Delete expired rows now; returns how many. The store also does it by itself."""
+        return await self._run(self._sweep)
+
+    async def aclose(self) -> None:
+        """Stop sweeping and close every connection."""
+        self._stop.set()
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            await anyio.to_thread.run_sync(sweeper.join)
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
