@@ -24,7 +24,7 @@ import contextlib
 import functools
 import inspect
 import typing
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Annotated, Any, TypeVar
 
 from starlette.requests import HTTPConnection, Request
@@ -83,32 +83,37 @@ def _values(connection: HTTPConnection) -> dict[Any, Any]:
     return {WebSocket if isinstance(connection, WebSocket) else Request: connection}
 
 
-@contextlib.asynccontextmanager
-async def _request_call(
-    container: Container, connection: HTTPConnection
-) -> AsyncGenerator[Call, None]:
-    """The request's CALL scope on *container*: opened by the first `inject` entered in
-    the request (a FastAPI dependency, the route), shared by every later one.
+def _call_opener(container: Container) -> Callable[[HTTPConnection], AsyncGenerator[Call, None]]:
+    """``open_call(connection)``: the request's CALL scope on *container*, opened by the
+    first `inject` entered in the request (a FastAPI dependency, the route) and shared by
+    every later one.
 
     The open call is kept in the request's ASGI scope (one dict per request, which
     Starlette's routers and mounts update in place), so a dependency and the route that
     uses it resolve in one CALL scope: each has a ``resolvent_call`` dependency of its
     own, which FastAPI enters on the request's exit stack, the first one (the opener)
-    first, so it also leaves last, after the response is sent.
+    first, so it also leaves last, after the response is sent. FastAPI runs it as the
+    dependency itself (no context manager around it: it is on every request's path).
     """
-    calls: dict[Container, Call] | None = connection.scope.get(_CALLS)
-    if calls is None:
-        calls = connection.scope[_CALLS] = {}
-    call = calls.get(container)
-    if call is not None:  # entered already in this request: its opener closes it
-        yield call
-        return
-    async with container.call(values=_values(connection)) as call:
-        calls[container] = call
-        try:
-            yield call
-        finally:
-            del calls[container]
+
+    async def open_call(connection: HTTPConnection) -> AsyncGenerator[Call, None]:
+        scope = connection.scope
+        calls: dict[Container, Call] | None = scope.get(_CALLS)
+        if calls is None:
+            calls = scope[_CALLS] = {}
+        else:
+            call = calls.get(container)
+            if call is not None:  # entered already in this request: its opener closes it
+                yield call
+                return
+        async with container.call(values=_values(connection)) as call:
+            calls[container] = call
+            try:
+                yield call
+            finally:
+                del calls[container]
+
+    return open_call
 
 
 def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -122,6 +127,8 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
             "  fix: make the provider Scope.CALL (one per request) or Scope.APP (shared by all)"
         )
     hints = typing.get_type_hints(fn, include_extras=True)
+    open_call = _call_opener(container)
+    request_call = contextlib.asynccontextmanager(open_call)
     instance = _instance_parameter(fn, plan.arguments)
     params = argument_parameters(fn, [name for name in plan.arguments if name != instance], hints)
 
@@ -133,7 +140,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
         send: Send,
     ) -> None:
         # Starlette: the whole request, response included, runs in one CALL scope.
-        async with _request_call(container, connection) as call:
+        async with request_call(connection) as call:
             response = await call.run(plan, **bound)
             await response(scope, receive, send)
 
@@ -154,11 +161,11 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
         connection: HTTPConnection = last
         bound = _bind(plan.name, instance, before) if before else {}
         if isinstance(connection, WebSocket):
-            async with _request_call(container, connection) as call:
+            async with request_call(connection) as call:
                 return await call.run(plan, **bound)
         return functools.partial(respond, connection, bound)
 
-    dependency = _fastapi_dependency(container)
+    dependency = _fastapi_dependency(open_call)
     if dependency is not None:
         call_param = inspect.Parameter(
             _CALL, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[Call, dependency]
@@ -218,16 +225,11 @@ def _bind(name: str, instance: str | None, args: Sequence[Any]) -> dict[str, Any
     )
 
 
-def _fastapi_dependency(container: Container) -> Any:
+def _fastapi_dependency(open_call: Callable[[HTTPConnection], AsyncGenerator[Call, None]]) -> Any:
     """``Depends(open_call)``, or None without FastAPI: FastAPI leaves the dependency's
     ``yield`` after sending the response, so the CALL scope lives that long."""
     try:
         from fastapi import Depends
     except ImportError:  # pragma: no cover - Starlette alone
         return None
-
-    async def open_call(connection: HTTPConnection) -> AsyncIterator[Call]:
-        async with _request_call(container, connection) as call:
-            yield call
-
     return Depends(open_call)
