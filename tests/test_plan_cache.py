@@ -1,6 +1,7 @@
 """Per-request callables share one plan; caches are bounded; "may ask" costs no scope."""
 
 import functools
+import inspect
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -13,6 +14,11 @@ MODES = [
     pytest.param({"concurrent": True}, id="concurrent"),
     pytest.param({"call_timeout": 5.0}, id="call_timeout"),
 ]
+OPTIONS: dict[str, dict[str, Any]] = {
+    "concurrent": {"concurrent": True},
+    "timeout": {"call_timeout": 5.0},
+}
+MODE_NAMES = ["generated", "concurrent", "timeout"]
 
 
 async def user_name(user_id: str) -> str:
@@ -152,3 +158,72 @@ async def test_call_resolve_shares_the_plan_of_a_per_request_method(
                 assert await partial(user_id="v", **injected) == f"hi {i}, user v"
     assert compiled == ["RequestHandler.handle", "greet"]  # once per function, not per object
     assert len(container._plans) == 2  # pyright: ignore[reportPrivateUsage]
+
+
+def checked(fn: Any) -> Any:
+    """A decorator as users write them: it reads the instance positionally, as ``args[0]``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        assert isinstance(args[0], DecoratedView), "the instance comes first"
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@dataclass
+class DecoratedView:
+    """A per-request object whose handlers carry a ``functools.wraps`` decorator."""
+
+    tenant: str
+
+    @checked
+    async def handle(self, user_id: str, name: Annotated[str, Resolve(user_name)]) -> str:
+        return f"{self.tenant}: {name}"
+
+    @checked
+    def handle_sync(self, user_id: str, name: Annotated[str, Resolve(user_name)]) -> str:
+        return f"{self.tenant} (sync): {name}"
+
+
+async def _run_as(container: Container, handler: Any, mode: str, **kwargs: Any) -> Any:
+    if mode == "interpreter":
+        async with container.call(rounds=True) as call:
+            return await call.run(handler, **kwargs)
+    if mode == "call":
+        async with container.call() as call:
+            return await call.run(handler, **kwargs)
+    if mode == "session":
+        async with container.session() as session:
+            return await session.run(handler, **kwargs)
+    if mode == "resolve":
+        async with container.call() as call:
+            injected = await call.resolve(handler, kwargs)
+            result = handler(**kwargs, **injected)
+            return await result if inspect.isawaitable(result) else result
+    return await container.run(handler, **kwargs)
+
+
+@pytest.mark.parametrize("mode", [*MODE_NAMES, "interpreter", "call", "session", "resolve"])
+async def test_decorated_methods_of_per_request_objects_compile_once(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import resolvent._container as module
+
+    compiled: list[str] = []
+    original = module.build_graph
+
+    def counting(fn: Any, *args: Any) -> Any:
+        compiled.append(getattr(fn, "__qualname__", repr(fn)))
+        return original(fn, *args)
+
+    monkeypatch.setattr(module, "build_graph", counting)
+    container = Container(**OPTIONS.get(mode, {}))
+    async with container:
+        for i in range(20):
+            view = DecoratedView(f"t{i}")
+            assert await _run_as(container, view.handle, mode, user_id="u") == f"t{i}: user u"
+            expected = f"t{i} (sync): user v"
+            assert await _run_as(container, view.handle_sync, mode, user_id="v") == expected
+    # one plan per decorated function, however many objects ran
+    assert sorted(compiled) == ["DecoratedView.handle", "DecoratedView.handle_sync"]

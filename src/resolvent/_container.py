@@ -299,7 +299,8 @@ class Container:
 
         A bound method or a `functools.partial` shares the plan of its function: `self`
         and the partial's arguments are bound per call, so a per-request object or a
-        fresh partial does not compile again.
+        fresh partial does not compile again. So does a bound method whose function has
+        a ``functools.wraps`` decorator (see `_method_body`).
         """
         split = _split(fn, kwargs)
         if split is not None:
@@ -666,8 +667,13 @@ def _split(fn: Any, kwargs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | N
         args = (owner, *args)
     elif not args and not keywords:
         return None
-    if not isinstance(fn, types.FunctionType) or hasattr(fn, "__wrapped__"):
+    if not isinstance(fn, types.FunctionType):
         return None
+    if hasattr(fn, "__wrapped__"):  # a decorated method: its own code tells no names
+        method = _method_body(fn) if args == (owner,) and not keywords else None
+        if method is None or method[1] in kwargs:
+            return None
+        return method[0], {method[1]: owner}
     code = fn.__code__
     names = code.co_varnames[: code.co_argcount]
     if len(args) > len(names) or (code.co_posonlyargcount and args):
@@ -677,6 +683,38 @@ def _split(fn: Any, kwargs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | N
         return None  # let the call fail the way Python says
     bound.update(keywords)
     return fn, bound
+
+
+_method_bodies: dict[types.FunctionType, tuple[Callable[..., Any], str] | None] = {}
+
+
+def _method_body(fn: types.FunctionType) -> tuple[Callable[..., Any], str] | None:
+    """For a decorated function used as a method: a stand-in that takes the instance by
+    name and passes it first, as calling the bound method would, and that name.
+
+    Its plan (the decorated signature, instance included) is shared by every instance:
+    ``container.run(View(request).handle)`` compiles once. None if the signature has no
+    first parameter to take the instance.
+    """
+    if fn in _method_bodies:
+        return _method_bodies[fn]
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    method: tuple[Callable[..., Any], str] | None = None
+    if params and params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
+        name = params[0].name
+
+        @functools.wraps(fn)
+        def body(*args: Any, **kwargs: Any) -> Any:
+            return fn(kwargs.pop(name), *args, **kwargs)
+
+        method = (body, name)
+    if len(_method_bodies) >= _MAX_PLANS:
+        del _method_bodies[next(iter(_method_bodies))]
+    _method_bodies[fn] = method
+    return method
 
 
 def _tainted_by(key: Hashable, block: int) -> bool:
