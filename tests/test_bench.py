@@ -127,7 +127,9 @@ def test_a_run_writes_json_and_reports_text(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     path = tmp_path / "bench.json"
-    code, out, err = cli(capsys, "bench_sample:trivial", "--calls", "30", "--json", str(path))
+    code, out, err = cli(
+        capsys, "bench_sample:trivial", "--calls", "30", "--json", str(path), "--backend", "trio"
+    )
     assert code == 0, err
     assert out.startswith("resolvent bench bench_sample:trivial\nplan: 1 step(s) (CALL 1)")
     assert "your code" in out and "resolvent " in out and "unexplained" in out

@@ -109,6 +109,12 @@ def _parser() -> argparse.ArgumentParser:
         "scope in multi-round mode), concurrent branches, or all three side by side "
         "(default: generated)",
     )
+    bench.add_argument(
+        "--backend",
+        choices=("asyncio", "trio"),
+        default="asyncio",
+        help="the event loop to run on, as your server does (default: asyncio)",
+    )
     bench.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     bench.add_argument(
         "--plot", metavar="FILE.png", help="draw the time per resolver (needs matplotlib)"
@@ -301,7 +307,7 @@ def _bench(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
 
     try:
-        report = anyio.run(run)
+        report = anyio.run(run, backend=args.backend)
     except InvalidSignature as exc:
         print(f"resolvent bench: {args.target} does not compile:\n{exc}", file=err)
         return 1
