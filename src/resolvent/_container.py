@@ -457,7 +457,10 @@ class Container:
         """Run *callback* when the open APP scope closes, before its resources close.
 
         For integrations that keep SESSION scopes of their own (the MCP adapter does):
-        they are closed while the APP values they use still exist.
+        they are closed while the APP values they use still exist. Callbacks run last
+        registered first, like an exit stack (one registered later may use what an
+        earlier one closes), each to its end even if one fails; the next opening of the
+        container starts with none.
 
         Raises:
             ResolventError: the container is not open.
