@@ -530,6 +530,7 @@ print("ok")
 
 
 def test_core_and_mcp_adapter_do_not_import_starlette() -> None:
+    pytest.importorskip("mcp", reason="checks what resolvent.mcp imports: needs the mcp extra")
     proc = subprocess.run(
         [sys.executable, "-c", _IMPORT_WITHOUT_STARLETTE],
         capture_output=True,
