@@ -41,6 +41,16 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
     return _ModuleNeedingExtras.from_parent(parent, path=module_path)
 
 
+# CI's packaging job runs some tests against the installed wheel: make sure they do.
+if os.environ.get("RESOLVENT_TEST_INSTALLED"):
+    import resolvent
+
+    _source = Path(__file__).resolve().parent.parent / "src"
+    if Path(resolvent.__file__).resolve().is_relative_to(_source):
+        raise RuntimeError(
+            f"RESOLVENT_TEST_INSTALLED is set, but resolvent comes from {resolvent.__file__}"
+        )
+
 ANYIO_BACKENDS = [
     pytest.param("asyncio", id="asyncio"),
     pytest.param("trio", id="trio"),

@@ -23,7 +23,10 @@ from mcp_helpers import Script, text
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
-ENV = {"PYTHONPATH": str(ROOT / "src")}
+# CI also runs this file against the installed wheel (RESOLVENT_TEST_INSTALLED): then the
+# subprocesses do not see the source tree either.
+SOURCE = [] if os.environ.get("RESOLVENT_TEST_INSTALLED") else [str(ROOT / "src")]
+ENV = {"PYTHONPATH": os.pathsep.join(SOURCE)}
 
 
 def block(marker: str) -> str:
@@ -80,7 +83,7 @@ def test_readme_core_example_runs_as_a_script(tmp_path: Path) -> None:
     # `resolvent graph` imports the module: the guard keeps the example's output out of it.
     graph = subprocess.run(
         [sys.executable, "-m", "resolvent", "graph", "app:greet", "--format", "mermaid"],
-        cwd=tmp_path, env={**env, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT / 'src'}"},
+        cwd=tmp_path, env={**env, "PYTHONPATH": os.pathsep.join([str(tmp_path), *SOURCE])},
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     assert "Hello" not in graph.stdout

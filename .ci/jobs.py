@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""CI jobs beyond the main one (`dev.py test`, `check`, `docs`). Standard library only.
+
+Usage:
+    python3 .ci/jobs.py floors          the suite on the lowest declared dependencies
+    python3 .ci/jobs.py python 3.12     the suite on another CPython (skipped, loudly, if absent)
+    python3 .ci/jobs.py pythons         the suite on every declared CPython but this one
+    python3 .ci/jobs.py package         build, check and smoke-test the sdist and the wheel
+
+Each job makes its own virtualenv under .venv-ci/ and installs only what it needs from
+pyproject.toml (the package, the `test` extra, the extras the job is about); none needs
+the benchmark peers or the type checkers. Tests needing a package a job lacks are
+skipped with the reason. Exit status: 0 when the job passed or was skipped, else the
+first failure's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+JOBS = ROOT / ".venv-ci"
+PYTEST = ("-m", "pytest", "-p", "no:cacheprovider", "-q", "-ra")
+
+
+def log(msg: str) -> None:
+    print(f"jobs.py: {msg}", file=sys.stderr, flush=True)
+
+
+def run(*cmd: str | Path, env: dict[str, str] | None = None, cwd: Path = ROOT) -> int:
+    started = time.monotonic()
+    code = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, check=False).returncode
+    if code != 0:
+        shown = " ".join(map(str, cmd))
+        shown = shown if len(shown) < 200 else shown[:200] + " ..."
+        log(f"exit {code} after {time.monotonic() - started:.0f} s: {shown}")
+    return code
+
+
+def must(*cmd: str | Path, env: dict[str, str] | None = None, cwd: Path = ROOT) -> None:
+    code = run(*cmd, env=env, cwd=cwd)
+    if code != 0:
+        raise SystemExit(code)
+
+
+def make_venv(name: str, python: str | Path) -> Path:
+    """A fresh virtualenv .venv-ci/NAME made by *python*; returns its interpreter."""
+    path = JOBS / name
+    shutil.rmtree(path, ignore_errors=True)
+    if Path(python).resolve() == Path(sys.executable).resolve():
+        venv.create(path, with_pip=True)
+    else:
+        must(python, "-m", "venv", path)
+    return path / "bin" / "python"
+
+
+def pip(py: Path, *args: str | Path) -> None:
+    must(py, "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off",
+         "--quiet", *args)  # fmt: skip
+
+
+def show_versions(py: Path) -> None:
+    """Log the installed versions of the packages a job is about."""
+    command = [str(py), "-m", "pip", "list", "--disable-pip-version-check", "--format", "freeze"]
+    listed = subprocess.run(command, capture_output=True, text=True, check=True)
+    about = ("anyio", "pydantic", "typing_extensions", "mcp", "starlette", "fastapi", "uvicorn")
+    lines = listed.stdout.split()
+    log("installed: " + ", ".join(ln for ln in lines if ln.split("==")[0].lower() in about))
+
+
+def env_without_source() -> dict[str, str]:
+    """The environment for a job's own interpreter: nothing of the outer virtualenv."""
+    env = dict(os.environ)
+    for name in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"):
+        env.pop(name, None)
+    return env
+
+
+# ------------------------------------------------------------------ interpreters
+
+
+def version_of(python: str | Path) -> tuple[int, int] | None:
+    try:
+        out = subprocess.run(
+            [str(python), "-c", "import sys; print(*sys.version_info[:2])"],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    major, minor = out.split()
+    return int(major), int(minor)
+
+
+def declared_pythons() -> list[str]:
+    """The CPython versions pyproject's classifiers declare, oldest first."""
+    found = []
+    for classifier in PYPROJECT["project"]["classifiers"]:
+        match = re.fullmatch(r"Programming Language :: Python :: (3\.\d+)", classifier)
+        if match:
+            found.append(match[1])
+    return sorted(found, key=lambda v: int(v.split(".")[1]))
+
+
+def find_python(version: str) -> str | None:
+    """An interpreter of *version* (like "3.12"): pythonX.Y on PATH, else pyenv's."""
+    wanted = tuple(map(int, version.split(".")))
+    candidates: list[str] = []
+    on_path = shutil.which(f"python{version}")
+    if on_path:
+        candidates.append(on_path)
+    pyenv = shutil.which("pyenv")
+    if pyenv:
+        try:
+            root = subprocess.run([pyenv, "root"], capture_output=True, text=True,
+                                  timeout=60, check=True).stdout.strip()  # fmt: skip
+            bare = subprocess.run([pyenv, "versions", "--bare"], capture_output=True,
+                                  text=True, timeout=60, check=True).stdout.split()  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            root, bare = "", []
+        mine = [v for v in bare if re.fullmatch(rf"{re.escape(version)}\.\d+", v)]
+        for v in sorted(mine, key=lambda v: int(v.rsplit(".", 1)[1]), reverse=True):
+            candidates.append(str(Path(root) / "versions" / v / "bin" / f"python{version}"))
+    for candidate in candidates:
+        if version_of(candidate) == wanted:
+            return candidate
+    return None
+
+
+# ------------------------------------------------------------------ jobs
+
+
+def job_python(version: str) -> int:
+    """The suite on CPython *version*, with the mcp extra and the test tools."""
+    python = find_python(version)
+    if python is None:
+        log(f"SKIPPED: no Python {version} on this machine (python{version} on PATH, pyenv)")
+        return 0
+    log(f"Python {version}: {python}")
+    py = make_venv(f"py{version}", python)
+    pip(py, "-e", ".[mcp,starlette,test]")
+    return run(py, *PYTEST, env=env_without_source())
+
+
+def job_pythons() -> int:
+    """Every declared CPython but the one running this (the main job's)."""
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    first = 0
+    for version in declared_pythons():
+        if version == here:
+            log(f"Python {version}: the main job's own, not run again")
+            continue
+        started = time.monotonic()
+        code = job_python(version)
+        log(f"Python {version}: exit {code} in {time.monotonic() - started:.0f} s")
+        first = first or code
+    return first
+
+
+def floors(requirements: list[str]) -> list[str]:
+    """`name==X` for each `name>=X` in *requirements* (markers and extras dropped)."""
+    pins = []
+    for requirement in requirements:
+        match = re.match(r"\s*([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?\s*>=\s*([0-9][^,;\s]*)", requirement)
+        if match:
+            pins.append(f"{match[1]}=={match[2]}")
+    return pins
+
+
+# Run in the floors virtualenv: what the wheels in a folder require (>=) of the given
+# names, by their Requires-Dist with markers evaluated for this interpreter.
+_NEEDS = r"""
+import sys, zipfile
+from pathlib import Path
+from pip._vendor.packaging.requirements import Requirement
+from pip._vendor.packaging.utils import canonicalize_name
+folder, names = Path(sys.argv[1]), {canonicalize_name(n) for n in sys.argv[2:]}
+for wheel in sorted(folder.glob("*.whl")):
+    with zipfile.ZipFile(wheel) as archive:
+        [meta] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        text = archive.read(meta).decode()
+    for line in text.splitlines():
+        if line.startswith("Requires-Dist: "):
+            req = Requirement(line.partition(": ")[2])
+            applies = not req.marker or req.marker.evaluate({"extra": ""})
+            if canonicalize_name(req.name) in names and applies:
+                for spec in req.specifier:
+                    if spec.operator == ">=":
+                        print(f"{req.name}>={spec.version}")
+"""
+
+
+def lowest_together(py: Path, pins: list[str], extra: list[str]) -> list[str]:
+    """*pins* (`name==X`) raised until every one of them and of *extra* accepts the
+    others: what each pinned release requires (>=) of the rest, repeated until nothing
+    moves. Only the pinned names are looked at: the resolver fills in the rest."""
+    names = [pin.partition("==")[0] for pin in pins]
+    while True:
+        folder = Path(tempfile.mkdtemp(prefix="floors-"))
+        try:
+            must(py, "-m", "pip", "download", "--disable-pip-version-check", "--quiet",
+                 "--no-deps", "--only-binary", ":all:", "-d", folder, *pins, *extra)  # fmt: skip
+            found = subprocess.run([str(py), "-c", _NEEDS, str(folder), *names],
+                                   capture_output=True, text=True, check=True)  # fmt: skip
+            needs = found.stdout.split()
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        raised = [pick_floor(pin, needs) for pin in pins]
+        if raised == pins:
+            return pins
+        pins = raised
+
+
+def pick_floor(pin: str, needs: list[str]) -> str:
+    """*pin* (`name==X`) raised to what *needs* demands of the same name."""
+    name, _, version = pin.partition("==")
+    best = tuple(int(p) for p in re.findall(r"\d+", version))
+    chosen = version
+    for need in needs:
+        other, _, at_least = need.partition(">=")
+        if other.replace("_", "-").lower() == name.replace("_", "-").lower():
+            parts = tuple(int(p) for p in re.findall(r"\d+", at_least))
+            if parts > best:
+                best, chosen = parts, at_least
+    return f"{name}=={chosen}"
+
+
+def job_floors() -> int:
+    """The suite on the lowest version of every runtime dependency pyproject declares.
+
+    Two rounds in one virtualenv, on the oldest declared Python that is here: the core
+    and the starlette extra at their floors (without mcp: its floor release needs a
+    newer anyio and pydantic than the core's floors); then the mcp extra at its floor,
+    with the core's dependencies at the lowest versions that release (and what it
+    depends on, by pip's conflict report) accepts.
+    The test tools' own floors come from the `test` extra.
+    """
+    python = next((p for p in map(find_python, declared_pythons()) if p), sys.executable)
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    core = floors(PYPROJECT["project"]["dependencies"])
+    web = floors(extras["starlette"])
+    py = make_venv("floors", python)
+    constraints = JOBS / "floors-constraints.txt"
+
+    constraints.write_text("\n".join(core + web) + "\n", encoding="utf-8")
+    log(f"round 1 ({python}): {', '.join(core + web)}; no mcp")
+    pip(py, "-c", constraints, "-e", ".[starlette,test]")
+    show_versions(py)
+    first = run(py, *PYTEST, env=env_without_source())
+
+    [mcp_floor] = floors(extras["mcp"])
+    # The web extra is left to the resolver: the MCP SDK's own HTTP stack needs a newer one.
+    pins = [*lowest_together(py, core, [mcp_floor]), mcp_floor]
+    for _ in range(8):
+        constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
+        log(f"round 2: trying {', '.join(pins)}")
+        install = subprocess.run(
+            [str(py), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar",
+             "off", "-c", str(constraints), "-e", ".[mcp,starlette,test]"],
+            cwd=ROOT, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if install.returncode == 0:
+            break
+        # A package further down (the SDK's HTTP client, say) needs more than the pinned
+        # releases do: raise the pins to what pip's conflict report says is needed.
+        needs = [
+            f"{name}>={version}"
+            for name, spec in re.findall(r"depends on ([A-Za-z0-9_.-]+)([^;\n]*)", install.stdout)
+            for version in re.findall(r">=\s*([0-9][^,;\s]*)", spec)
+        ]
+        raised = [pick_floor(pin, needs) for pin in pins]
+        if raised == pins:
+            print(install.stdout[-4000:], install.stderr[-4000:], sep="\n", file=sys.stderr)
+            return install.returncode
+        pins = raised
+    else:
+        log("round 2: no installable set of floors found")
+        return 1
+    show_versions(py)
+    return run(py, *PYTEST, env=env_without_source()) or first
+
+
+def job_package() -> int:
+    """Build the sdist and the wheel (the wheel from the sdist), check their metadata and
+    contents, install the wheel with the mcp extra into a clean virtualenv, and run the
+    README's examples and the MCP guide's first server against it, not the source tree."""
+    tools = make_venv("package-tools", sys.executable)
+    pip(tools, "build", "twine")
+    dist = JOBS / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    must(tools, "-m", "build", "--outdir", dist, ROOT)
+    sdists, wheels = sorted(dist.glob("*.tar.gz")), sorted(dist.glob("*.whl"))
+    if len(sdists) != 1 or len(wheels) != 1:
+        log(f"expected one sdist and one wheel, got {[p.name for p in dist.iterdir()]}")
+        return 1
+    must(tools, "-m", "twine", "check", "--strict", sdists[0], wheels[0])
+    must(tools, "-c", _CHECK_CONTENTS, sdists[0], wheels[0], PYPROJECT["project"]["version"])
+
+    py = make_venv("wheel", sys.executable)
+    pip(py, f"{wheels[0]}[mcp]", *_SMOKE_TOOLS)
+    env = {**env_without_source(), "RESOLVENT_TEST_INSTALLED": "1"}
+    return run(py, *PYTEST, *_SMOKE_TESTS, env=env)
+
+
+# Enough to run the two test files below against the installed wheel.
+_SMOKE_TOOLS = ("pytest>=8", "pytest-timeout>=2.3", "trio>=0.26", "hypothesis>=6.100", "sybil>=9")
+_SMOKE_TESTS = (
+    "tests/test_readme.py",
+    "tests/test_docs.py::test_code_blocks_run[README.md]",
+    "tests/test_docs.py::test_code_blocks_run[docs/mcp.md]",
+)
+
+_CHECK_CONTENTS = r"""
+import sys, tarfile, zipfile
+sdist, wheel, version = sys.argv[1:]
+names = zipfile.ZipFile(wheel).namelist()
+assert "resolvent/py.typed" in names, "the wheel lacks py.typed"
+assert "resolvent/mcp/__init__.py" in names, "the wheel lacks resolvent.mcp"
+assert not [n for n in names if n.startswith("tests/")], "the wheel ships the tests"
+assert any(n.endswith(f"resolvent-{version}.dist-info/METADATA") for n in names), names
+meta = zipfile.ZipFile(wheel).read(f"resolvent-{version}.dist-info/METADATA").decode()
+for line in ("Requires-Dist: anyio", "Provides-Extra: mcp", "License-Expression: Apache-2.0"):
+    assert line in meta, f"METADATA lacks {line!r}"
+members = tarfile.open(sdist).getnames()
+for need in ("README.md", "CHANGELOG.md", "LICENSE", "pyproject.toml", "src/resolvent/py.typed"):
+    assert any(m.endswith("/" + need) for m in members), f"the sdist lacks {need}"
+print(f"sdist ({len(members)} files) and wheel ({len(names)} files) have what they need")
+"""
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["floors"] and len(argv) == 1:
+        return job_floors()
+    if argv[:1] == ["python"] and len(argv) == 2:
+        return job_python(argv[1])
+    if argv[:1] == ["pythons"] and len(argv) == 1:
+        return job_pythons()
+    if argv[:1] == ["package"] and len(argv) == 1:
+        return job_package()
+    print(__doc__.split("\n\n", 2)[1] if __doc__ else "", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
