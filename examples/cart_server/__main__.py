@@ -1,0 +1,59 @@
+"""Run the cart server.
+
+``python -m examples.cart_server --transport http --port PORT --store URL [--workers N]
+[--tokens FILE] [--ttl SECONDS]``
+
+``--store``: ``memory:`` (default; one process), ``sqlite:///PATH`` (four slashes before an
+absolute path) or ``redis://HOST:PORT[/DB]`` (needs ``resolvent[redis]``). ``--tokens``: a
+JSON object mapping bearer tokens to principal names. ``CART_STATE_KEY`` (hex, 32 bytes or
+more) is the SDK's request-state key: give every server process the same one so they can
+serve each other's elicitation rounds; ``--workers`` shares one among its workers.
+"""
+
+import argparse
+import os
+import secrets
+
+import uvicorn
+
+from .server import create_app, create_server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="A resolvent shopping-cart MCP server.")
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--store", default="memory:", metavar="URL", help="state store URL")
+    parser.add_argument("--workers", type=int, default=1, help="HTTP worker processes")
+    parser.add_argument("--tokens", metavar="FILE", help="JSON {token: principal}")
+    parser.add_argument(
+        "--ttl", type=float, default=3600.0, metavar="SECONDS", help="a cart's idle lifetime"
+    )
+    args = parser.parse_args()
+    state_key = os.environ.get("CART_STATE_KEY")
+    if args.transport == "stdio":
+        server, _ = create_server(args.store, ttl=args.ttl, tokens=args.tokens)
+        server.run("stdio")
+    elif args.workers == 1:
+        app = create_app(args.store, ttl=args.ttl, tokens=args.tokens, state_key=state_key)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    else:
+        if args.store.startswith("memory:"):
+            parser.error("--workers needs a shared store: sqlite:///PATH or redis://HOST:PORT")
+        os.environ["CART_STORE"] = args.store
+        os.environ["CART_TTL"] = str(args.ttl)
+        os.environ["CART_TOKENS"] = args.tokens or ""
+        os.environ.setdefault("CART_STATE_KEY", secrets.token_hex(32))
+        uvicorn.run(
+            "examples.cart_server.server:app_from_environment",
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            log_level="warning",
+        )
+
+
+if __name__ == "__main__":
+    main()
