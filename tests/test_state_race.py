@@ -1,0 +1,79 @@
+"""Many processes edit one handle at once: N processes x M edits leave exactly N*M.
+
+SQLite (one file) and Redis (a real Valkey server), half the processes on asyncio and half
+on trio. Each edit holds the handle's lease and writes with a compare-and-set, so no
+update is lost between processes.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import pytest
+from pydantic import BaseModel
+
+from resolvent import Container, Held, Resolve, State
+from state_helpers import valkey_url  # noqa: F401
+
+pytestmark = pytest.mark.network
+
+WORKER = Path(__file__).with_name("state_race_worker.py")
+ROOT = Path(__file__).resolve().parent.parent
+PROCESSES, EDITS = 4, 25
+
+
+class Counter(BaseModel):
+    count: int = 0
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "redis":
+        url: str = request.getfixturevalue("valkey_url")
+        return url
+    return f"sqlite:///{tmp_path / 'race.db'}"
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_processes_racing_on_one_handle_lose_no_edit(store_url: str) -> None:
+    counters = State("counter", Counter, store=store_url)
+    container = Container()
+
+    async def create(counter: Annotated[Held[Counter], Resolve(counters.new)]) -> str:
+        return counter.handle
+
+    async def read(counter: str, value: Annotated[Counter, Resolve(counters.read)]) -> int:
+        return value.count
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    async with container:
+        handle = await container.run(create)
+        procs = [
+            subprocess.Popen(
+                [sys.executable, str(WORKER), store_url, handle, str(EDITS), backend],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for backend in ["asyncio", "trio"] * (PROCESSES // 2)
+        ]
+        try:
+            for proc in procs:  # every process has its store open before any edits
+                assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            for proc in procs:
+                assert proc.stdin is not None
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            for proc in procs:
+                assert proc.stdout is not None
+                assert proc.stdout.readline().strip() == "done"
+                assert proc.wait(timeout=120) == 0
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        assert await container.run(read, counter=handle) == PROCESSES * EDITS
