@@ -64,7 +64,10 @@ async def test_starlette_endpoint_gets_request_and_resources(anyio_backend: str)
 
     app = Starlette(routes=[Route("/", home)], lifespan=container.lifespan)
     transport = httpx.ASGITransport(app=app)
-    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+    async with (
+        app.router.lifespan_context(app),  # the app's own lifespan: container.lifespan
+        httpx.AsyncClient(transport=transport, base_url="http://t") as client,
+    ):
         for _ in range(2):
             response = await client.get("/", headers={"user-agent": "ua/1"})
             assert response.json() == {"tx": "tx", "agent": "ua/1", "path": "/"}
@@ -94,7 +97,10 @@ async def test_fastapi_hides_injected_parameters_and_keeps_its_own(anyio_backend
         raise HTTPException(status_code=404, detail="no such note")
 
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+    async with (
+        app.router.lifespan_context(app),  # the app's own lifespan: container.lifespan
+        httpx.AsyncClient(transport=transport, base_url="http://t") as client,
+    ):
         response = await client.get("/items/3", params={"q": "x"})
         assert response.json() == {"item_id": 3, "tx": "tx", "q": "x"}
         assert (await client.get("/items/nope")).status_code == 422

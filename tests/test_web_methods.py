@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, StreamingRespon
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from modes import MODES, make_container
 from resolvent import Container, Resolve, Scope, inline
 from resolvent.starlette import inject
 
@@ -34,8 +35,11 @@ class Cursor:
         return f"row {i} of cursor {self.n}\n"
 
 
-def cursor_container(events: list[str]) -> tuple[Container, object]:
-    container = Container()
+WEB_MODES = [m for m in MODES if m != "interpreter"]  # no rounds on the web
+
+
+def cursor_container(events: list[str], mode: str = "generated") -> tuple[Container, object]:
+    container = make_container(mode)
     numbers = iter(range(1, 1000))
 
     @container.provider(scope=Scope.APP)
@@ -55,9 +59,10 @@ def cursor_container(events: list[str]) -> tuple[Container, object]:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_http_endpoint_methods_are_injected(backend: str) -> None:
+@pytest.mark.parametrize("mode", WEB_MODES)
+def test_http_endpoint_methods_are_injected(mode: str, backend: str) -> None:
     events: list[str] = []
-    container, cursor = cursor_container(events)
+    container, cursor = cursor_container(events, mode)
 
     class Rows(HTTPEndpoint):
         @inject(container)
@@ -133,9 +138,10 @@ def notes_class(container: Container, cursor: object) -> type:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_bound_methods_as_starlette_endpoints(backend: str) -> None:
+@pytest.mark.parametrize("mode", WEB_MODES)
+def test_bound_methods_as_starlette_endpoints(mode: str, backend: str) -> None:
     events: list[str] = []
-    container, cursor = cursor_container(events)
+    container, cursor = cursor_container(events, mode)
     api = notes_class(container, cursor)("api:")
     app = Starlette(
         routes=[Route("/page", api.page), Route("/static", api.static)],
@@ -148,9 +154,10 @@ def test_bound_methods_as_starlette_endpoints(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_bound_methods_as_fastapi_routes(backend: str) -> None:
+@pytest.mark.parametrize("mode", WEB_MODES)
+def test_bound_methods_as_fastapi_routes(mode: str, backend: str) -> None:
     events: list[str] = []
-    container, cursor = cursor_container(events)
+    container, cursor = cursor_container(events, mode)
     Api = notes_class(container, cursor)
     api = Api("v1")
     app = FastAPI(lifespan=container.lifespan)
