@@ -30,7 +30,7 @@ import anyio
 
 from ._compiler import NO_OVERRIDES, Overrides, build_graph
 from ._errors import AnswerTimeout, ResolventError
-from ._executor import MISSING, Rounds, _run_step, generate, interpret, timed_out
+from ._executor import MISSING, Rounds, Sharing, _run_step, generate, interpret, timed_out
 from ._markers import Resolve, is_inline
 from ._plan import Plan, Step
 from ._questions import Asker
@@ -928,7 +928,9 @@ class Call:
         "cache",
         "concurrent",
         "exits",
+        "flight",
         "rounds",
+        "sharing",
         "values",
     )
 
@@ -954,6 +956,10 @@ class Call:
         )
         self.exits: list[tuple[Step, Any]] = Exits()
         self.cache: dict[Hashable, Any] = {}
+        # Several tasks may resolve in one call at once (see `resolvent._executor.Sharing`):
+        # the generated resolution in flight, and what the others share.
+        self.flight: Plan | None = None
+        self.sharing: Sharing | None = None
         self._state = _NEW
         self._deadline: anyio.CancelScope | None = None  # call_timeout's, while resolving
         self._paused: list[float] = []  # [deadline, paused at, waiting answers] while paused
@@ -1087,12 +1093,37 @@ class Call:
                     scope.deadline = cast(Exits, self.exits).deadline = deadline
                     paused.clear()
 
+    def record(self, made: dict[Hashable, Any]) -> None:
+        """The generated resolution in flight made *made* (its CALL values): it landed."""
+        self.cache.update(made)
+        self.flight = None
+        if self.sharing is not None:
+            self.sharing.wake()
+
+    def _fly(self, plan: Plan) -> bool:
+        """Whether *plan* may resolve with generated code, as the call's only resolution
+        (its flight); it then is."""
+        if self.cache or self.flight is not None or self.sharing is not None:
+            return False
+        self.flight = plan
+        return True
+
+    def _land(self, plan: Plan) -> None:
+        """The flight ended with no CALL value to record, or failed before `_fail` saw it."""
+        if self.flight is plan:
+            self.flight = None
+            if self.sharing is not None:
+                self.sharing.wake()
+
     async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]:
         container = self._container
-        if self.rounds is None and not self.concurrent and not self.cache:
-            result: dict[str, Any] = await plan.resolve_fn(
-                args, self.values, self, container._app, self._session, plan.fn
-            )
+        if self.rounds is None and not self.concurrent and self._fly(plan):
+            try:
+                result: dict[str, Any] = await plan.resolve_fn(
+                    args, self.values, self, container._app, self._session, plan.fn
+                )
+            finally:
+                self._land(plan)
             return result
         return await interpret(
             plan, self, args, self.values, container._app, self._session, concurrent=self.concurrent
@@ -1123,12 +1154,15 @@ class Call:
         if (
             self.rounds is None
             and not self.concurrent
-            and not self.cache
             and container.call_timeout is None
+            and self._fly(plan)
         ):
-            return await plan.run_fn(
-                kwargs, self.values, self, container._app, self._session, plan.fn
-            )
+            try:
+                return await plan.run_fn(
+                    kwargs, self.values, self, container._app, self._session, plan.fn
+                )
+            finally:
+                self._land(plan)
         injected = await self.resolve(plan, kwargs)
         if plan.fn_threaded:
             return await abandonable(functools.partial(plan.fn, **kwargs, **injected))

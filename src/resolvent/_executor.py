@@ -45,7 +45,7 @@ from ._signature import NO_DEFAULT, Kind, type_name
 if TYPE_CHECKING:
     from ._plan import Plan
 
-__all__ = ("Rounds", "direct_shape", "generate", "interpret")
+__all__ = ("Rounds", "Sharing", "direct_shape", "generate", "interpret")
 
 MISSING: Any = object()
 PENDING: Any = object()
@@ -57,6 +57,8 @@ class CallLike(Protocol):
 
     exits: list[tuple[Step, Any]]
     cache: dict[Hashable, Any]
+    flight: Plan | None
+    sharing: Sharing | None
     rounds: Rounds | None
     asker: Asker | None
     answerer: Callable[[Any, Any], Awaitable[Any]] | None
@@ -68,6 +70,109 @@ class CallLike(Protocol):
 
 class _Pending(Exception):
     """A question has no answer yet in this round."""
+
+
+# --- one call, several resolutions ---------------------------------------------------
+# Tasks of one call scope may resolve in it at the same time (a task group inside
+# `async with container.call() as call:`); each CALL value is still made once, by the
+# first to ask, and the others wait for it. The first resolution in a call runs the
+# generated code, which records its values only when it is done (the *flight*, see
+# `Call.run`): a resolution that needs one of its values waits for it to land. Any other
+# resolution runs the interpreter, which claims each value before making it.
+
+
+class Sharing:
+    """The resolutions in flight in one call scope, and the values they are making."""
+
+    __slots__ = ("active", "failure", "keys", "landed", "starting")
+
+    def __init__(self) -> None:
+        self.active = 0  # interpreted resolutions in flight
+        self.starting: dict[Hashable, _Creation] = {}
+        self.landed: anyio.Event | None = None  # set when the flight lands
+        self.failure: tuple[Hashable, BaseException] | None = None  # the flight's
+        self.keys: tuple[Plan | None, frozenset[Hashable]] = (None, frozenset())
+
+    def flight_keys(self, flight: Plan) -> frozenset[Hashable]:
+        if self.keys[0] is not flight:
+            keys = frozenset(s.key for s in flight.steps if s.scope is Scope.CALL)
+            self.keys = (flight, keys)
+        return self.keys[1]
+
+    def wake(self) -> None:
+        landed, self.landed = self.landed, None
+        if landed is not None:
+            landed.set()
+
+
+class _Creation:
+    """A CALL value being made by one resolution: what the others wait for."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done: anyio.Event | None = None  # made by the first waiter
+        self.error: BaseException | None = None
+
+
+async def _claim(call: CallLike, step: Step) -> Any:
+    """The value of CALL *step* once another resolution has made it, else a `_Creation`
+    that this one now owns (and ends with `_release`)."""
+    sharing = call.sharing
+    assert sharing is not None
+    key = step.key
+    while True:
+        value = call.cache.get(key, MISSING)
+        if value is not MISSING:
+            return value
+        creation = sharing.starting.get(key)
+        if creation is not None:
+            if creation.done is None:
+                creation.done = anyio.Event()
+            await creation.done.wait()
+            if creation.error is not None:
+                raise creation.error
+            continue  # made (or its maker was cancelled: this one makes it)
+        flight = call.flight
+        if flight is not None and key in sharing.flight_keys(flight):
+            if sharing.landed is None:
+                sharing.landed = anyio.Event()
+            await sharing.landed.wait()
+            failure = sharing.failure
+            if failure is not None and failure[0] == key:
+                raise failure[1]
+            continue
+        creation = sharing.starting[key] = _Creation()
+        return creation
+
+
+def _release(
+    call: CallLike, key: Hashable, creation: _Creation, error: BaseException | None
+) -> None:
+    sharing = call.sharing
+    assert sharing is not None
+    del sharing.starting[key]
+    if error is not None and not isinstance(error, anyio.get_cancelled_exc_class()):
+        creation.error = error  # a cancelled maker's waiters make the value themselves
+    if creation.done is not None:
+        creation.done.set()
+
+
+def landed(call: CallLike, plan: Plan, index: int, error: BaseException, local: Any) -> None:
+    """The flight *plan* failed at step *index*: keep the CALL values it made before, and
+    its failure for the resolutions waiting for that step; let them go on."""
+    for step in plan.steps[: max(index, 0)]:
+        if step.scope is Scope.CALL:
+            value = local.get(f"v{step.index}", MISSING)
+            if value is not MISSING:
+                call.cache[step.key] = value
+    sharing = call.sharing
+    call.flight = None
+    if sharing is None:
+        return
+    if index >= 0 and not isinstance(error, anyio.get_cancelled_exc_class()):
+        sharing.failure = (plan.steps[index].key, error)
+    sharing.wake()
 
 
 # --- questions ------------------------------------------------------------------------
@@ -268,8 +373,11 @@ def _fail(
     lines: tuple[str, dict[int, int]],
     args: Mapping[str, Any],
     values: Mapping[Any, Any],
+    call: CallLike | None = None,
+    local: Any = None,
 ) -> BaseException:
-    """Map a failure inside generated code (*lines*: its code name, line -> step)."""
+    """Map a failure inside generated code (*lines*: its code name, line -> step); if
+    it was a call's flight (see `Sharing`), land it (*local*: its variables)."""
     code_name, line_steps = lines
     index = -1
     tb = exc.__traceback__
@@ -277,7 +385,10 @@ def _fail(
         if tb.tb_frame.f_code.co_filename == code_name:
             index = line_steps.get(tb.tb_lineno, index)
         tb = tb.tb_next
-    return explain(exc, plan, index, args, values)
+    error = explain(exc, plan, index, args, values)
+    if call is not None and call.flight is plan:
+        landed(call, plan, index, error, local)
+    return error
 
 
 def timed_out(plan: Plan, timeout: float, cancelled: BaseException) -> CallTimeout:
@@ -375,29 +486,39 @@ async def _run_step(
         if value is MISSING:
             value = await live.create(step, step.key, functools.partial(step.fn, **kwargs))
         return value
-    value = call.cache.get(step.key, MISSING)
+    key = step.key
+    value = call.cache.get(key, MISSING)
     if value is not MISSING:
         return value
-    kind = step.kind
-    if kind is Kind.ASYNC:
-        value = await step.fn(**kwargs)
-    elif kind is Kind.SYNC:
-        value = (
-            step.fn(**kwargs)
-            if step.inline
-            else await in_thread(functools.partial(step.fn, **kwargs))
-        )
-    else:
-        obj = step.fn(**kwargs)
-        if step.awaits:  # an async factory of a context manager
-            obj = await obj
-        value = await enter(call.exits, step, obj)
-    if step.may_ask and value.__class__ in QUESTION_KINDS:
-        try:
-            value = await ask(call, step, value)
-        except _Pending:
-            return PENDING
-    call.cache[step.key] = value
+    creation = await _claim(call, step)
+    if creation.__class__ is not _Creation:
+        return creation  # another resolution of this call made it
+    try:
+        kind = step.kind
+        if kind is Kind.ASYNC:
+            value = await step.fn(**kwargs)
+        elif kind is Kind.SYNC:
+            value = (
+                step.fn(**kwargs)
+                if step.inline
+                else await in_thread(functools.partial(step.fn, **kwargs))
+            )
+        else:
+            obj = step.fn(**kwargs)
+            if step.awaits:  # an async factory of a context manager
+                obj = await obj
+            value = await enter(call.exits, step, obj)
+        if step.may_ask and value.__class__ in QUESTION_KINDS:
+            try:
+                value = await ask(call, step, value)
+            except _Pending:
+                _release(call, key, creation, None)
+                return PENDING
+    except BaseException as error:
+        _release(call, key, creation, error)
+        raise
+    call.cache[key] = value
+    _release(call, key, creation, None)
     return value
 
 
@@ -412,6 +533,26 @@ async def interpret(
     concurrent: bool,
 ) -> dict[str, Any]:
     """Resolve *plan* step by step (or concurrently) and return the injected kwargs."""
+    sharing = call.sharing
+    if sharing is None:
+        sharing = call.sharing = Sharing()
+    sharing.active += 1
+    try:
+        return await _interpret(plan, call, args, values, app, session, concurrent=concurrent)
+    finally:
+        sharing.active -= 1
+
+
+async def _interpret(
+    plan: Plan,
+    call: CallLike,
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    app: LiveScope | None,
+    session: LiveScope | None,
+    *,
+    concurrent: bool,
+) -> dict[str, Any]:
     vals: list[Any] = [MISSING] * len(plan.steps)
     if concurrent and len(plan.steps) > 1:
         await _run_concurrently(plan, vals, call, args, values, app, session)
@@ -822,14 +963,14 @@ def generate(
         w.emit(f"{pad}    {text}", index)
     if call_steps and not direct:  # a call scope reused for another plan must not run these again
         record = ", ".join(f"{w.const('K', s.key)}: v{s.index}" for s in call_steps)
-        w.emit(f"        if call is not None: call.cache.update({{{record}}})")
+        w.emit(f"        if call is not None: call.record({{{record}}})")
     if variant == "resolve":
         results = ", ".join(f"{i.name!r}: {_expr(w, i, steps, root_name)}" for i in inputs)
         w.emit(f"        return {{{results}}}")
     if len(w.lines) == opened:  # no steps (a tool that only takes Context): empty try
         w.emit(f"{pad}    pass")
     w.emit(f"{pad}except BaseException as exc:")
-    w.emit(f"{pad}    error = fail(exc, PLAN[0], LINES, args, values)")
+    w.emit(f"{pad}    error = fail(exc, PLAN[0], LINES, args, values, call, locals())")
     w.emit(f"{pad}    if error is exc: raise")
     w.emit(f"{pad}    raise error from exc")
     if fused:
