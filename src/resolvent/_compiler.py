@@ -26,9 +26,11 @@ from ._signature import (
     FunctionInfo,
     Kind,
     Param,
+    Unresolved,
     entered_class,
     enters_unknown,
     type_name,
+    unresolved_error,
 )
 from ._typecheck import accepted_data, may_hold
 
@@ -170,6 +172,7 @@ class _Compiler:
             replaces, key = key, existing
         else:
             provider = original
+        provider.info.needs_return()
         self.nodes[key] = _Node(provider, key, replaced, consumer, param.name, replaces=replaces)
         return key
 
@@ -254,6 +257,10 @@ class _Compiler:
         return edges
 
     def _unclassifiable(self, node: _Node, param: Param) -> None:
+        if isinstance(param.bare, Unresolved):
+            raise unresolved_error(
+                node.provider.fn, param.name, param.bare.name, "its type to classify it"
+            )
         args = ", ".join(self.root_args) or "none"
         values = ", ".join(type_name(v) for v in self.value_types) or "none"
         raise InvalidSignature(

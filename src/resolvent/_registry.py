@@ -72,6 +72,7 @@ class Registry:
         if not isinstance(scope, Scope):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"scope must be a resolvent.Scope, not {scope!r}")
         info = read(fn)
+        info.needs_return()  # found by type, checked, classified: a provider's is needed
         provider = Provider(info, scope, inline or is_inline(fn), registered=True)
         key = resolver_key(fn)
         old = self.by_key.get(key)

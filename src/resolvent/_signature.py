@@ -6,6 +6,7 @@ provider a type means, scopes, cycles) belong to the compiler.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dis
 import enum
@@ -103,6 +104,16 @@ class FunctionInfo:
     asks: Any = NO_DEFAULT
     """The answer's type when its return annotation has a question arm that names one
     (``S`` in ``Elicit[S]``); `NO_DEFAULT` otherwise."""
+    unresolved_return: str | None = None
+    """A name its return annotation uses that does not exist at run time (the return
+    type is then unknown): an error once the function is used as a resolver (`needs_return`)."""
+
+    def needs_return(self) -> None:
+        """Raise if the return annotation could not be read: a resolver's is needed."""
+        if self.unresolved_return is not None:
+            raise unresolved_error(
+                self.fn, "return", self.unresolved_return, "a resolver's return type"
+            )
 
 
 def describe_fn(fn: Any) -> str:
@@ -156,6 +167,133 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
             "  fix: make every name used in its annotations importable at module level "
             "(not only under TYPE_CHECKING)"
         ) from exc
+
+
+class Unresolved:
+    """A name in a string annotation that does not exist at run time (one imported only
+    under ``TYPE_CHECKING``, say): it stands in for the type, which stays unknown, so the
+    rest of the annotation (an ``Annotated[..., Resolve(fn)]`` marker) can still be read.
+    Where resolvent needs the type itself, it names *name* in its error (`unresolved_error`).
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, attr: str) -> Unresolved:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Unresolved(f"{self.name}.{attr}")
+
+    def __getitem__(self, item: object) -> Unresolved:
+        return self
+
+    def __or__(self, other: object) -> Any:
+        return typing.Union[self, other]  # noqa: UP007 - members may not be classes
+
+    def __ror__(self, other: object) -> Any:
+        return typing.Union[other, self]  # noqa: UP007
+
+    def __call__(self, *args: object, **kwargs: object) -> Any:  # typing wants a callable
+        raise TypeError(f"{self.name} is not defined at run time")
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class _Lenient(dict[str, Any]):
+    """Local names for evaluating an annotation: a name found nowhere becomes `Unresolved`."""
+
+    def __init__(self, globalns: Mapping[str, Any], localns: Mapping[str, Any]) -> None:
+        super().__init__(localns)
+        self.globalns = globalns
+        self.missing: list[str] = []
+
+    def __missing__(self, name: str) -> Any:
+        if name in self.globalns:
+            return self.globalns[name]
+        found: Any = getattr(builtins, name, _ABSENT)
+        if found is not _ABSENT:
+            return found
+        self.missing.append(name)
+        return Unresolved(name)
+
+
+_ABSENT: Any = object()
+
+
+def _namespaces(target: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The globals and locals ``typing.get_type_hints`` would evaluate *target*'s
+    annotations in (a class-level method sees its class's names)."""
+    inner = inspect.unwrap(target) if callable(target) else target
+    globalns: dict[str, Any] = dict(getattr(inner, "__globals__", {}))
+    localns: dict[str, Any] = {}
+    params: Any = getattr(inner, "__type_params__", ())
+    for param in params:
+        localns[param.__name__] = param
+    return globalns, localns
+
+
+def lenient_hints(fn: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """*fn*'s annotations, each read on its own: ``(hints, unresolved)``.
+
+    An annotation that names something missing at run time does not stop the others: its
+    missing names become `Unresolved` (the type is unknown, a ``Resolve`` marker in it is
+    still read) and *unresolved* maps its parameter (or ``"return"``) to the first missing
+    name. Whether that matters is decided where the annotation is needed.
+    """
+    try:
+        return _hints(fn), {}
+    except InvalidSignature:
+        if inspect.isclass(fn) or not (
+            inspect.isroutine(fn) or isinstance(fn, functools.partial) or _wrapped_of(fn)
+        ):
+            raise
+    target: Any = fn.func if isinstance(fn, functools.partial) else fn
+    raw: Any = getattr(inspect.unwrap(target), "__annotations__", None)
+    if not isinstance(raw, dict):
+        raise InvalidSignature(f"cannot read the annotations of {describe_fn(fn)}")
+    globalns, localns = _namespaces(target)
+    hints: dict[str, Any] = {}
+    unresolved: dict[str, str] = {}
+    for name, annotation in typing.cast(dict[str, Any], raw).items():
+        probe = types.SimpleNamespace(__annotations__={name: annotation})
+        try:
+            hints.update(typing.get_type_hints(probe, globalns, localns, include_extras=True))
+            continue
+        except Exception as exc:
+            error = exc
+        lenient = _Lenient(globalns, localns)
+        try:
+            if not isinstance(annotation, str):
+                raise error
+            hints[name] = eval(annotation, globalns, lenient)  # as typing.get_type_hints does
+        except Exception:
+            raise InvalidSignature(
+                f"cannot read the annotation of {_where(name)} of {describe_fn(fn)} "
+                f"({annotation!r}): {error}.\n"
+                "  fix: make every name used in it importable at module level "
+                "(not only under TYPE_CHECKING)"
+            ) from error
+        unresolved[name] = lenient.missing[0] if lenient.missing else str(error)
+    return hints, unresolved
+
+
+def _where(name: str) -> str:
+    return "the return annotation" if name == "return" else f"parameter {name!r}"
+
+
+def unresolved_error(fn: Any, name: str, missing: str, need: str) -> InvalidSignature:
+    """The error for an annotation resolvent needs (*need* says why) that names *missing*,
+    a name that does not exist at run time."""
+    return InvalidSignature(
+        f"{_where(name)} of {describe_fn(fn)} names {missing}, which is not defined when "
+        f"resolvent reads it (imported only under TYPE_CHECKING?), and resolvent needs "
+        f"{need}.\n"
+        f"  fix: import {missing.partition('.')[0]} at module level, outside "
+        "`if TYPE_CHECKING:`"
+    )
 
 
 def _class_hints(cls: type, init: Any) -> dict[str, Any] | None:
@@ -609,8 +747,10 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
     name = describe_fn(fn)
     _misplaced_marker(fn, name)
     _pydantic_model(fn, name)
-    hints = _hints(fn)
+    hints, unresolved = lenient_hints(fn)
     returns = fn if inspect.isclass(fn) else hints.get("return", NO_DEFAULT)
+    if "return" in unresolved:
+        returns = NO_DEFAULT  # unknown: needed only if fn is used as a resolver
     _bare_wrapper(fn, returns)
     try:
         signature = inspect.signature(fn)
@@ -665,6 +805,12 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
                 f"  fix: `{p.name}: Annotated[T, Resolve(fn)]`, or `Resolve()` to find the "
                 "provider by T"
             )
+        if marker is not None and isinstance(marker.fn, Unresolved):
+            raise unresolved_error(fn, p.name, marker.fn.name, "the resolver it names")
+        if marker is not None and marker.fn is None and p.name in unresolved:
+            raise unresolved_error(
+                fn, p.name, unresolved[p.name], "the type to find the provider by, Resolve()"
+            )
         if marker is not None and marker.fn is not None and not callable(marker.fn):
             raise InvalidSignature(
                 f"parameter {p.name!r} of {name} has Resolve({marker.fn!r}), and "
@@ -679,7 +825,18 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
     may_ask, provides, asks = (
         _may_ask(fn, provides) if not kind.is_resource else (False, provides, NO_DEFAULT)
     )
-    return FunctionInfo(fn, name, tuple(params), kind, provides, may_ask, varkw, awaits, asks)
+    return FunctionInfo(
+        fn,
+        name,
+        tuple(params),
+        kind,
+        provides,
+        may_ask,
+        varkw,
+        awaits,
+        asks,
+        unresolved.get("return"),
+    )
 
 
 def argument_parameters(
