@@ -442,6 +442,28 @@ async def _await(fn: Callable[[], Awaitable[None]]) -> None:
     await fn()
 
 
+_interruptible_home: Callable[[Callable[[], Awaitable[None]]], Awaitable[None]] | None = None
+
+
+def _interruptible() -> Callable[[Callable[[], Awaitable[None]]], Awaitable[None]]:
+    """What runs a home task on trio: a system task that Ctrl-C interrupts.
+
+    trio shields system tasks from KeyboardInterrupt, so a set-up that blocks (no
+    checkpoint) would ignore Ctrl-C until it returns; in the caller's task it would be
+    interrupted at once. The interrupt reaches the callers waiting for the value.
+    """
+    global _interruptible_home
+    if _interruptible_home is None:
+        import trio
+
+        @trio.lowlevel.disable_ki_protection
+        async def home(fn: Callable[[], Awaitable[None]]) -> None:
+            await fn()
+
+        _interruptible_home = home
+    return _interruptible_home
+
+
 def _spawn(fn: Callable[[], Awaitable[None]]) -> None:
     """Start *fn* in a task of its own that no caller's cancellation reaches.
 
@@ -455,7 +477,7 @@ def _spawn(fn: Callable[[], Awaitable[None]]) -> None:
     except RuntimeError:  # not asyncio: anyio's other backend
         import trio
 
-        trio.lowlevel.spawn_system_task(fn, context=contextvars.copy_context())
+        trio.lowlevel.spawn_system_task(_interruptible(), fn, context=contextvars.copy_context())
         return
     task: asyncio.Task[None] = loop.create_task(_await(fn))
     _home_tasks.add(task)  # the loop keeps only a weak reference
@@ -618,14 +640,20 @@ class _Holder:
                 if self.on_open is not None:
                     self.on_open()
                 self.settled.set()
+                stopped: BaseException | None = None
                 try:
                     await self.release.wait()
-                finally:
-                    self.scope.shield = True
+                except BaseException as error:  # the event loop's shutdown (a home task)
+                    stopped = error
+                self.scope.shield = True
+                # Closed here even then: leaving without it would leave the provider's
+                # own scopes open (trio: "cancel scope stack corrupted").
                 try:
                     await _finalize(self.step, self.obj, self.exc)
                 except BaseException as error:
                     self.error = error
+                if stopped is not None:
+                    raise stopped
         except BaseException as error:
             self.error = error
         self.settled.set()
