@@ -1,7 +1,10 @@
 """The notes example as one web app: the MCP server and HTTP routes on one container."""
 
 import logging
+import re
 import sqlite3
+import sys
+from pathlib import Path
 
 import anyio
 import httpx
@@ -13,6 +16,7 @@ from mcp.client import Client
 
 from mcp_helpers import run_uvicorn, text
 from resolvent.testing import Override
+from uvicorn_helpers import ROOT, run_server
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +54,29 @@ async def test_mcp_and_http_share_one_database_under_uvicorn(
         "database opened (sqlite, in memory)",
         "database closed",
     ]
+
+
+@pytest.mark.network
+async def test_the_web_example_as_its_readme_runs_it(tmp_path: Path) -> None:
+    """``python -m examples.notes_server.web --db PATH`` in a subprocess, as a person runs
+    it: it says where it listens; a note added over MCP is read over HTTP, and is in the
+    database file after Ctrl-C."""
+    db = tmp_path / "notes.db"
+    command = [sys.executable, "-m", "examples.notes_server.web", "--port", "0", "--db", str(db)]
+    started = re.compile(r"MCP over streamable HTTP at (http://127\.0\.0\.1:\d+)/mcp")
+    with run_server(command, cwd=ROOT, started=started) as server:
+        with anyio.fail_after(60):
+            async with (
+                httpx.AsyncClient(base_url=server.url) as http,
+                Client(f"{server.url}/mcp") as mcp,
+            ):
+                assert (await http.get("/health")).json() == {"status": "ok", "notes": 0}
+                assert "buy milk" in text(await mcp.call_tool("add_note", {"text": "buy milk"}))
+                notes = (await http.get("/notes")).json()
+                assert [n["text"] for n in notes] == ["buy milk"]
+    assert server.returncode == 130, "\n".join(server.output)  # it exits as Ctrl-C asks
+    with sqlite3.connect(db) as saved:
+        assert saved.execute("select text from notes").fetchall() == [("buy milk",)]
 
 
 def served(app: FastAPI) -> httpx.AsyncClient:

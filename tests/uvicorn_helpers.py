@@ -58,6 +58,15 @@ def serve(target: str, *, app_dir: Path = TESTS, factory: bool = False) -> Itera
     command += ["--host", "127.0.0.1", "--port", "0", "--log-level", "info", "--no-access-log"]
     if factory:
         command.append("--factory")
+    with run_server(command, cwd=app_dir, started=STARTED) as served:
+        yield served
+
+
+@contextmanager
+def run_server(command: list[str], *, cwd: Path, started: re.Pattern[str]) -> Iterator[Served]:
+    """Run *command* until the block ends; its base URL is group 1 of the first output line
+    that *started* matches. Stopped with SIGINT, as Ctrl-C would."""
+    target = " ".join(command[1:])
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         command,
@@ -65,7 +74,7 @@ def serve(target: str, *, app_dir: Path = TESTS, factory: bool = False) -> Itera
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
-        cwd=str(app_dir),
+        cwd=str(cwd),
     )
     lines: queue.Queue[str | None] = queue.Queue()
     pump = threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True)
@@ -77,17 +86,16 @@ def serve(target: str, *, app_dir: Path = TESTS, factory: bool = False) -> Itera
                 line = lines.get(timeout=START_TIMEOUT)
             except queue.Empty:
                 raise AssertionError(
-                    f"uvicorn {target} did not start in {START_TIMEOUT} s:\n"
-                    + "\n".join(served.output)
+                    f"{target} did not start in {START_TIMEOUT} s:\n" + "\n".join(served.output)
                 ) from None
             if line is None:
                 proc.wait(timeout=STOP_TIMEOUT)
                 raise AssertionError(
-                    f"uvicorn {target} exited with {proc.returncode} before serving:\n"
+                    f"{target} exited with {proc.returncode} before serving:\n"
                     + "\n".join(served.output)
                 )
             served.lines.append(line)
-            match = STARTED.search(line)
+            match = started.search(line)
             if match:
                 served.url = match.group(1)
         yield served
