@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import extras, fastapi_routes, http_e2e, report, scenarios
+from . import appscale, extras, fastapi_routes, http_e2e, report, scenarios
 from .runner import Progress, Scenario, Settings, run_scenario
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -155,6 +155,12 @@ def targets(data: dict[str, Any]) -> list[dict[str, Any]]:
             conc = a["us"] / b["us"]
     add("S8 concurrent (vs one 10 ms sleep)", conc, 1.3)
     add("MCP tools/call (vs graph in the tool body)", _ratio(res, "MCP"), 1.15)
+    app = data.get("app_scale", {}).get("sizes", {}).get("300")
+    add(
+        "cold start, 300 handlers (compile + first call, vs dishka's build + first call)",
+        app["cold_ratio"] if app else None,
+        3.0,
+    )
     imp = data.get("import_time", {})
     add("import resolvent (wall, minus python -c pass)", imp.get("ms"), 50.0, "{:.1f} ms")
     if imp.get("importtime_ms") is not None:
@@ -175,7 +181,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--batch-ms", type=float, help="target duration of one timed batch")
     p.add_argument(
         "--only",
-        help="comma-separated scenario key prefixes, e.g. S2,S3,MCP,FastAPI,HTTP (end to end)",
+        help="comma-separated scenario key prefixes, e.g. S2,S3,MCP,FastAPI,HTTP (end to end),"
+        " App (cold start at application scale)",
     )
     p.add_argument("--json", type=Path, help="where to write the JSON results")
     p.add_argument("--plot", type=Path, help="where to write the chain plot (PNG)")
@@ -208,10 +215,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         todo.append(mcp)
     todo.append(fastapi_routes.scenario())
     http = True
+    app_scale = True
     if args.only:
         keys = [k.strip() for k in args.only.split(",")]
         todo = [s for s in todo if any(s.key.startswith(k) for k in keys)]
         http = "HTTP" in keys
+        app_scale = "App" in keys
     extra_steps = 0 if args.no_extras else 4
     progress = Progress(len(todo) + extra_steps)
     results = []
@@ -254,6 +263,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         progress.show("worker-thread hops in thread mode")
         data["thread_hops"] = await extras.thread_hops()
         progress.step()
+    if app_scale:
+        progress.show("App: cold start at application scale, beside dishka")
+        sizes = appscale.SIZES[:-1] if args.quick else appscale.SIZES
+        data["app_scale"] = await appscale.run(rounds=3 if args.quick else 7, sizes=sizes)
     if http:
         progress.show("HTTP: MCP tools/call over streamable HTTP")
         data["http"] = await http_e2e.run(

@@ -112,6 +112,10 @@ def markdown(data: dict[str, Any]) -> str:
         parts += ["", why]
     if data.get("chain"):
         parts += ["", "Chain scaling, µs per resolver:", "", chain_table(data["chain"])]
+    if data.get("app_scale"):
+        from .appscale import table as app_table
+
+        parts += ["", app_table(data["app_scale"])]
     if data.get("http"):
         from .http_e2e import markdown as http_markdown
 

@@ -146,3 +146,13 @@ async def test_fastapi_scenario_verifies() -> None:
             inst = await factory(stack)
             assert not isinstance(inst, str)
             assert await verify(inst, scenario) == scenario.verify_calls
+
+
+def test_app_scale_scenario_verifies() -> None:
+    """Both implementations compute every handler's result (the run checks it)."""
+    from benchmarks import appscale
+
+    data = anyio.run(lambda: appscale.run(rounds=1, sizes=(10,), steady_calls=10))
+    row = data["sizes"]["10"]
+    assert set(row) >= {"resolvent", "dishka", "cold_ratio"}
+    assert "| 10 |" in appscale.table(data)
