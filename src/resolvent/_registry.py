@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import inspect
 import types
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
 from ._markers import is_inline
 from ._record import record
 from ._scopes import Scope
-from ._signature import NO_DEFAULT, FunctionInfo, read_function
+from ._signature import NO_DEFAULT, FunctionInfo, markers_epoch, read_function
 
 __all__ = ("IMPLICIT_SCOPE", "Provider", "Registry", "resolver_key")
 
@@ -48,9 +49,14 @@ class Provider:
 
 
 def read(fn: Callable[..., Any]) -> FunctionInfo:
-    """`read_function`; not cached: a plan keeps only what its steps need, and a
-    registered provider keeps its own reading."""
+    """`read_function`, uncached (a handler's own reading, a replacement's)."""
     return read_function(fn)
+
+
+_MAX_READINGS = 4096
+"""Readings of unregistered resolvers a registry keeps. Bounded, as the plan cache is:
+an application's resolvers fit many times over, and a program that makes resolvers on
+the fly (lambdas, partials) does not keep each one alive."""
 
 
 class Registry:
@@ -59,6 +65,11 @@ class Registry:
     def __init__(self) -> None:
         self.by_key: dict[Hashable, Provider] = {}
         self.by_type: dict[Any, list[Provider]] = {}
+        # Unregistered resolvers, key -> (marker epoch, provider): every plan that uses a
+        # resolver shares its one reading, so compiling a handler reads only the
+        # resolvers no plan used before. An entry holds its function, so the key (an
+        # identity) stays its own.
+        self._readings: OrderedDict[Hashable, tuple[int, Provider]] = OrderedDict()
 
     def add(
         self,
@@ -99,11 +110,28 @@ class Registry:
         resolvent's own built-in providers (the default state store) carry their scope
         in ``__resolvent_scope__``, so they need no registration in each container.
         """
-        found = self.get(fn)
+        key = resolver_key(fn)
+        found = self.by_key.get(key)
         if found is not None:
             return found
+        inline = is_inline(fn)
         scope = getattr(fn, IMPLICIT_SCOPE, Scope.CALL)
-        return Provider(read(fn), scope, inline=is_inline(fn), registered=False)
+        readings = self._readings
+        epoch = markers_epoch()
+        cached = readings.get(key)
+        if (
+            cached is not None
+            and cached[0] == epoch
+            and cached[1].inline == inline
+            and cached[1].scope is scope
+        ):
+            readings.move_to_end(key)
+            return cached[1]
+        provider = Provider(read_function(fn), scope, inline=inline, registered=False)
+        if len(readings) >= _MAX_READINGS:
+            readings.popitem(last=False)
+        readings[key] = (epoch, provider)
+        return provider
 
     def for_type(self, tp: Any) -> list[Provider]:
         return list(self.by_type.get(tp, ()))

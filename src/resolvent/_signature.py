@@ -45,7 +45,17 @@ RESOLVE_MARKERS: dict[type, Callable[[Any], Resolve]] = {Resolve: lambda marker:
 
 def register_resolve_marker(cls: type, convert: Callable[[Any], Resolve]) -> None:
     """Honour another library's ``Resolve``-like marker (the MCP SDK's, for one)."""
+    global _markers_epoch
     RESOLVE_MARKERS[cls] = convert
+    _markers_epoch += 1
+
+
+_markers_epoch = 0
+
+
+def markers_epoch() -> int:
+    """Changes when a marker class is registered: a reading cached before is read again."""
+    return _markers_epoch
 
 
 class Kind(enum.Enum):

@@ -78,8 +78,25 @@ def _related(provided: type, wanted: type) -> bool:
         return True
 
 
+_HOLDS: dict[tuple[Any, Any], bool] = {}
+"""Pairs known to be compatible. Only yes is remembered: a later ``ABC.register`` can
+turn a no into a yes, never the reverse. Bounded by the program's annotations."""
+
+
 def may_hold(wanted: Any, provided: Any) -> bool:
     """False only when *provided* certainly cannot be a *wanted*."""
+    try:
+        if (wanted, provided) in _HOLDS:
+            return True
+    except TypeError:  # an unhashable annotation: not remembered
+        return _may_hold(wanted, provided)
+    held = _may_hold(wanted, provided)
+    if held and len(_HOLDS) < 8192:
+        _HOLDS[wanted, provided] = True
+    return held
+
+
+def _may_hold(wanted: Any, provided: Any) -> bool:
     wanted_classes, provided_classes = classes_of(wanted), classes_of(provided)
     if wanted_classes is None or provided_classes is None:
         return True
