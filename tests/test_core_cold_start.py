@@ -5,7 +5,7 @@ from typing import Annotated, Any
 import pytest
 
 import resolvent._registry as registry_module
-from resolvent import Container, Resolve, inline
+from resolvent import Container, Resolve, Scope, inline
 from resolvent._signature import RESOLVE_MARKERS, register_resolve_marker
 
 
@@ -88,3 +88,95 @@ async def test_a_marker_registered_later_is_read_again(monkeypatch: pytest.Monke
         del RESOLVE_MARKERS[OtherResolve]  # registered the public way, undone at the end
         register_resolve_marker(OtherResolve, lambda m: Resolve(m.fn))
         assert await container.run(second) == 3
+
+
+# --- tiered execution: a plan's first calls are interpreted, then its code generated ---
+
+
+async def _outcome(container: Container, handler: Any, **kwargs: Any) -> Any:
+    """What a caller sees: the result, or the error's type, text, notes and cause."""
+    try:
+        return ("ok", await container.run(handler, **kwargs))
+    except BaseException as exc:
+        cause = exc.__cause__
+        return (
+            type(exc).__name__,
+            str(exc),
+            getattr(exc, "__notes__", None),
+            None if cause is None else (type(cause).__name__, str(cause)),
+        )
+
+
+def _tiered() -> Any:
+    """A graph with an APP value, a shared CALL value, an inline sync step and a call
+    argument, whose middle resolver fails for ``user_id == "bad"``."""
+    made: list[str] = []
+
+    async def settings() -> str:
+        made.append("settings")
+        return "cfg"
+
+    @inline
+    def prefix(s: Annotated[str, Resolve(settings)]) -> str:
+        return s + ":"
+
+    async def user(user_id: str, p: Annotated[str, Resolve(prefix)]) -> str:
+        made.append("user")
+        if user_id == "bad":
+            raise ValueError(f"no user {user_id}")
+        return p + user_id
+
+    async def handler(
+        user_id: str,
+        u: Annotated[str, Resolve(user)],
+        again: Annotated[str, Resolve(user)],
+        p: Annotated[str, Resolve(prefix)],
+    ) -> str:
+        return f"{u}|{again}|{p}"
+
+    return settings, handler, made
+
+
+async def test_first_calls_and_hot_calls_look_the_same() -> None:
+    settings, handler, made = _tiered()
+    container = Container()
+    container.provide(settings, scope=Scope.APP)
+    async with container:
+        seen = [await _outcome(container, handler, user_id="u") for _ in range(4)]
+        failed = [await _outcome(container, handler, user_id="bad") for _ in range(4)]
+        missing = [await _outcome(container, handler) for _ in range(4)]
+    assert seen == [("ok", "cfg:u|cfg:u|cfg:")] * 4
+    assert failed[0][0] == "ValueError" and failed[0][2]  # noted with the resolver path
+    assert failed == [failed[0]] * 4
+    assert missing == [missing[0]] * 4
+    assert made.count("settings") == 1  # APP: once, cold or hot
+    assert made.count("user") == 8  # once per call, shared by both parameters
+
+
+async def test_a_plan_turns_hot_and_run_starts_its_generated_code() -> None:
+    from resolvent._executor import HOT_AFTER, is_cold
+
+    settings, handler, _ = _tiered()
+    container = Container()
+    container.provide(settings, scope=Scope.APP)
+    plan = container.compile(handler)
+    assert is_cold(plan.run_fn)
+    async with container:
+        for _ in range(HOT_AFTER):
+            await container.run(handler, user_id="u")
+        assert is_cold(plan.run_fn)
+        await container.run(handler, user_id="u")
+        assert not is_cold(plan.run_fn)
+        assert container._ready[handler] is plan.run_fn  # no cold layer left on the hot path
+
+
+async def test_a_call_scope_runs_the_generated_code_at_once() -> None:
+    from resolvent._executor import is_cold
+
+    settings, handler, _ = _tiered()
+    container = Container()
+    container.provide(settings, scope=Scope.APP)
+    plan = container.compile(handler)
+    async with container, container.call() as call:
+        assert await call.run(handler, user_id="u") == "cfg:u|cfg:u|cfg:"
+    assert not is_cold(plan.run_fn)

@@ -182,6 +182,7 @@ class _Runner:
         if self.mode == "generated" and self.session is None:
             if plain:  # exactly what an application writes: run(fn, name=value, ...)
                 return _keyword_call(container.run, plan.fn, args)
+            plan.heat()  # the steady state: the generated code, not the first calls
             start = container._start(plan)  # pyright: ignore[reportPrivateUsage]
             app = container._app  # pyright: ignore[reportPrivateUsage]
             return functools.partial(start, args, {}, None, app, None, plan.fn)

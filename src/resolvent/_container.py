@@ -30,7 +30,18 @@ import anyio
 
 from ._compiler import NO_OVERRIDES, Overrides, build_graph
 from ._errors import AnswerTimeout, ResolventError
-from ._executor import MISSING, Rounds, Sharing, _run_step, generate, interpret, timed_out
+from ._executor import (
+    MISSING,
+    Rounds,
+    Sharing,
+    _run_step,
+    cold_runner,
+    cold_shape,
+    generate,
+    interpret,
+    is_cold,
+    timed_out,
+)
 from ._markers import Resolve, is_inline
 from ._plan import Plan, Step
 from ._questions import Asker
@@ -145,6 +156,7 @@ class Container:
         self._closing: list[Callable[[], Awaitable[None]]] = []
         self._concurrent = concurrent
         self._call_timeout = call_timeout
+        self._tiered = True  # plans of a cold shape start interpreted (`cold_runner`)
         self.answer_timeout = answer_timeout
 
     @property
@@ -258,16 +270,21 @@ class Container:
         # A sync handler's body runs in a worker thread, as the MCP SDK runs a sync tool,
         # unless it is marked `inline`.
         threaded = graph.root.kind is Kind.SYNC and not is_inline(fn)
-        run_fn = generate(
-            ref,
-            graph.root.name,
-            is_async,
-            steps,
-            graph.inputs,
-            graph.arguments,
-            "run",
-            root_threaded=threaded,
-        )[1]
+        run_fn: Callable[..., Any] | None
+        if self._tiered and cold_shape(steps, threaded):
+            # Interpreted until it is called again: see `cold_runner`.
+            run_fn = cold_runner(ref)
+        else:
+            run_fn = generate(
+                ref,
+                graph.root.name,
+                is_async,
+                steps,
+                graph.inputs,
+                graph.arguments,
+                "run",
+                root_threaded=threaded,
+            )[1]
         assert run_fn is not None
         plan = Plan(
             fn=fn,
@@ -548,6 +565,8 @@ class Container:
                 if len(ready) >= _MAX_PLANS and fn not in ready:
                     del ready[next(iter(ready))]  # bounded: a miss only costs a lookup
                 ready[fn] = start
+                if is_cold(start):  # once hot, `run` starts the generated code itself
+                    plan._on_hot.append(functools.partial(_warmed, ready, fn, start))
         return await start(kwargs, EMPTY, None, self._app, None, fn)
 
     def _start(self, plan: Plan) -> Callable[..., Coroutine[Any, Any, Any]]:
@@ -652,6 +671,12 @@ class Container:
 
 
 _NEW, _OPEN, _CLOSED = "new", "open", "closed"  # a Call's life, compared by identity
+
+
+def _warmed(ready: dict[Any, Any], fn: Any, start: Any, run: Callable[..., Any]) -> None:
+    """A cold plan turned hot: `run` starts its generated code from now on."""
+    if ready.get(fn) is start:
+        ready[fn] = run
 
 
 def _callable_name(fn: Any) -> str:

@@ -9,7 +9,7 @@ import contextvars
 import functools
 import itertools
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
@@ -570,6 +570,77 @@ async def _interpret(
     kwargs = _kwargs(plan.inputs, vals, args, values, plan.name)
     assert kwargs is not None
     return kwargs
+
+
+HOT_AFTER = 2
+"""How many calls of a plan `Container.run` interprets before generating its code."""
+
+
+class _NoCall:
+    """The call `interpret` is given for a plan started without a call scope, as the
+    generated code is given None: nobody to ask, and a memo for this call only."""
+
+    __slots__ = ("cache", "sharing")
+    exits: Any = None
+    flight: Plan | None = None
+    rounds: Rounds | None = None
+    asker: Asker | None = None
+    answerer: Callable[[Any, Any], Awaitable[Any]] | None = None
+
+    def __init__(self) -> None:
+        self.cache: dict[Hashable, Any] = {}
+        self.sharing: Sharing | None = None  # made by `interpret`
+
+    async def answered(self, step: Step, answer: Awaitable[Any]) -> Any:
+        return await answer  # never called: `ask` finds nobody to ask first
+
+
+def cold_shape(steps: tuple[Step, ...], root_threaded: bool) -> bool:
+    """True if *steps* can start interpreted: the interpreter runs them exactly as the
+    generated ``run`` does (no CALL resource to enter, no worker-thread step whose hops
+    the generated code would share, a handler called on the loop)."""
+    return not root_threaded and all(
+        s.scope is not Scope.CALL or not (s.kind.is_resource or s.threaded) for s in steps
+    )
+
+
+def is_cold(run: Any) -> bool:
+    """Whether *run* is a plan's interpreting ``run_fn`` (see `cold_runner`)."""
+    return getattr(run, "__code__", None) is _COLD_CODE
+
+
+def cold_runner(plan_ref: list[Any]) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """A ``run_fn`` that interprets the plan's first `HOT_AFTER` calls, then generates
+    its code (`Plan.heat`) and runs that from then on.
+
+    Most handlers of a large server are called rarely, and generating code costs as
+    much as a few hundred interpreted calls: start-up pays only for reading and
+    checking the graph. A call given a call scope generates at once, so `Call.run`
+    runs the same code as ever.
+    """
+    calls = 0
+
+    async def run(
+        args: dict[str, Any],
+        values: Mapping[Any, Any],
+        call: Any,
+        app: LiveScope | None,
+        session: LiveScope | None,
+        body: Callable[..., Any],
+    ) -> Any:
+        nonlocal calls
+        plan = plan_ref[0]
+        if call is not None or calls >= HOT_AFTER:
+            return await plan.heat()(args, values, call, app, session, body)
+        calls += 1
+        kwargs = await interpret(plan, _NoCall(), args, values, app, session, concurrent=False)
+        ret = body(**args, **kwargs)
+        return (await ret) if plan.fn_is_async else ret
+
+    return run
+
+
+_COLD_CODE = cold_runner([None]).__code__
 
 
 async def _run_concurrently(

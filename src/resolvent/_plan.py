@@ -90,6 +90,31 @@ class Plan:
         default_factory=list[Callable[..., Any] | None], repr=False
     )
     fn_threaded: bool = False  # a sync fn not marked `inline`: its body runs in a thread
+    _on_hot: list[Callable[[Callable[..., Any]], None]] = field(
+        default_factory=list[Callable[[Callable[..., Any]], None]], repr=False, compare=False
+    )
+
+    def heat(self) -> Callable[..., Any]:
+        """The generated ``run`` function; made now if the plan started cold.
+
+        A plan of a cold shape (see `cold_runner`) is compiled with an interpreting
+        ``run_fn``: its code is generated here, on the call that finds it hot, and
+        replaces ``run_fn`` (and whatever the container cached of it).
+        """
+        from ._executor import is_cold
+
+        run = self.run_fn
+        if not is_cold(run):
+            return run
+        from ._executor import generate
+
+        function = generate([self], *self._shape(), "run", root_threaded=self.fn_threaded)[1]
+        assert function is not None
+        object.__setattr__(self, "run_fn", function)  # the one field that changes
+        hooks, self._on_hot[:] = list(self._on_hot), []
+        for hook in hooks:
+            hook(function)
+        return function
 
     @property
     def resolve_fn(self) -> Callable[..., Any]:
