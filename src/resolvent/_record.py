@@ -80,7 +80,8 @@ def _build(cls: type, *, frozen: bool, eq: bool) -> type:
     namespace["__qualname__"] = cls.__qualname__
     namespace["__slots__"] = names
     namespace["__match_args__"] = names
-    namespace["__init__"] = _init(tuple(specs), cls.__qualname__)
+    owner: list[type] = []
+    namespace["__init__"] = _init(tuple(specs), cls.__qualname__, owner)
     namespace["__repr__"] = _repr(tuple(shown))
     if eq:
         namespace["__eq__"] = _eq(tuple(compared))
@@ -90,14 +91,30 @@ def _build(cls: type, *, frozen: bool, eq: bool) -> type:
         namespace["__delattr__"] = _frozen_delattr
         namespace["__getstate__"] = _getstate(names)
         namespace["__setstate__"] = _setstate(names)
-    return type(cls)(cls.__name__, cls.__bases__, namespace)
+    built = type(cls)(cls.__name__, cls.__bases__, namespace)
+    owner.append(built)
+    return built
 
 
-def _init(specs: tuple[tuple[str, Any, Any], ...], qualname: str) -> Callable[..., None]:
+_HOT_INITS = 256
+"""Instances of one record class made through the shared ``__init__`` before the class
+gets a compiled one: a class made often (a plan's steps, their inputs) stops paying for
+the shared loop, and import compiles nothing."""
+
+
+def _init(
+    specs: tuple[tuple[str, Any, Any], ...], qualname: str, owner: list[type]
+) -> Callable[..., None]:
     known = frozenset(name for name, _, _ in specs)
     put = object.__setattr__
+    made = [0]
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        made[0] += 1
+        if made[0] == _HOT_INITS and owner and vars(owner[0]).get("__init__") is __init__:
+            compiled = _compiled_init(specs, qualname)
+            if compiled is not None:
+                type.__setattr__(owner[0], "__init__", compiled)
         if len(args) > len(specs):
             raise TypeError(
                 f"{qualname}.__init__() takes {len(specs) + 1} positional arguments"
@@ -123,6 +140,33 @@ def _init(specs: tuple[tuple[str, Any, Any], ...], qualname: str) -> Callable[..
 
     __init__.__qualname__ = f"{qualname}.__init__"
     return __init__
+
+
+def _compiled_init(
+    specs: tuple[tuple[str, Any, Any], ...], qualname: str
+) -> Callable[..., None] | None:
+    """The same ``__init__`` compiled for these fields (None if a name does not allow it)."""
+    namespace: dict[str, Any] = {"__put": object.__setattr__, "__MISSING": _MISSING}
+    params: list[str] = []
+    body: list[str] = []
+    for i, (name, default, factory) in enumerate(specs):
+        if not name.isidentifier() or name == "self" or name.startswith("__"):
+            return None
+        if default is not _MISSING:
+            namespace[f"__d{i}"] = default
+            params.append(f"{name}=__d{i}")
+        elif factory is not _MISSING:
+            namespace[f"__f{i}"] = factory
+            params.append(f"{name}=__MISSING")
+            body.append(f"    if {name} is __MISSING: {name} = __f{i}()")
+        else:
+            params.append(name)
+        body.append(f"    __put(self, {name!r}, {name})")
+    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body or ["    pass"])
+    exec(compile(source, f"<record {qualname}>", "exec"), namespace)
+    function: Callable[..., None] = namespace["__init__"]
+    function.__qualname__ = f"{qualname}.__init__"
+    return function
 
 
 def _repr(names: tuple[str, ...]) -> Callable[[Any], str]:
