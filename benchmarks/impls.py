@@ -273,12 +273,13 @@ async def dishka(graph: Graph, stack: contextlib.AsyncExitStack) -> Instance | s
             ns[f"n{i}"], provides=ns[f"T{i}"], scope=Scope.APP if node.app else Scope.REQUEST
         )
     user_type = ns["UserId"]
-    provider.from_context(provides=user_type, scope=Scope.REQUEST)
+    if _reads_arg(graph):
+        provider.from_context(provides=user_type, scope=Scope.REQUEST)
     container = make_async_container(provider)
     stack.push_async_callback(container.close)
     root = ns[f"T{graph.root}"]
     user_id = user_type(USER_ID)
-    context = {user_type: user_id}
+    context = {user_type: user_id} if _reads_arg(graph) else None
 
     async def handler(user_id: str, r: Any) -> Any:
         return r
@@ -309,13 +310,14 @@ async def wireup(graph: Graph, stack: contextlib.AsyncExitStack) -> Instance | s
         wu.injectable(ns[f"n{i}"], lifetime="singleton" if node.app else "scoped")
         for i, node in enumerate(graph.nodes)
     ]
-    injectables.append(wu.injectable(ns["user_placeholder"], lifetime="scoped"))
+    if _reads_arg(graph):
+        injectables.append(wu.injectable(ns["user_placeholder"], lifetime="scoped"))
     container = wu.create_async_container(injectables=injectables)
     stack.push_async_callback(container.close)
     root = ns[f"T{graph.root}"]
     user_type = ns["UserId"]
     user_id = user_type(USER_ID)
-    provided = {user_type: user_id}
+    provided = {user_type: user_id} if _reads_arg(graph) else None
 
     async def handler(user_id: str, r: Any) -> Any:
         return r
@@ -359,6 +361,12 @@ async def fast_depends(graph: Graph, stack: contextlib.AsyncExitStack) -> Instan
 # --- diwire --------------------------------------------------------------------------------
 
 
+def _reads_arg(graph: Graph) -> bool:
+    """Whether some resolver takes the call argument. Where none does, a peer gets no
+    node, context value or ContextVar for it: its authors would not add one."""
+    return any(n.arg for n in graph.nodes)
+
+
 def _shared_within_call(graph: Graph) -> bool:
     """Whether some per-call resolver feeds more than one other resolver."""
     uses = [0] * len(graph.nodes)
@@ -392,11 +400,13 @@ async def diwire(graph: Graph, stack: contextlib.AsyncExitStack) -> Instance | s
     src = _typed_sources(graph)
     src.append("def user_id_factory() -> UserId:\n    return current_user.get()\n")
     _exec("\n".join(src), ns, "diwire")
-    # No locks (one event loop, no threads) and strict registration: diwire's fastest setup.
+    # As diwire's own benchmarks build it: no locks (one event loop, no threads), strict
+    # registration, and no resolver context (nothing here resolves through it).
     container = Container(
         lock_mode=LockMode.NONE,
         missing_policy=MissingPolicy.ERROR,
         dependency_registration_policy=DependencyRegistrationPolicy.IGNORE,
+        use_resolver_context=False,
     )
     for i, node in enumerate(graph.nodes):
         fn = ns[f"n{i}"]
@@ -412,9 +422,14 @@ async def diwire(graph: Graph, stack: contextlib.AsyncExitStack) -> Instance | s
             )
         else:
             container.add_factory(fn, provides=ns[f"T{i}"], scope=scope, lifetime=Lifetime.SCOPED)
-    container.add_factory(
-        ns["user_id_factory"], provides=ns["UserId"], scope=Scope.REQUEST, lifetime=Lifetime.SCOPED
-    )
+    reads = _reads_arg(graph)
+    if reads:
+        container.add_factory(
+            ns["user_id_factory"],
+            provides=ns["UserId"],
+            scope=Scope.REQUEST,
+            lifetime=Lifetime.SCOPED,
+        )
     resolver = container.compile()
     stack.push_async_callback(resolver.aclose)
     root = ns[f"T{graph.root}"]
@@ -433,7 +448,12 @@ async def diwire(graph: Graph, stack: contextlib.AsyncExitStack) -> Instance | s
         finally:
             current.reset(token)
 
-    return _instance(ns, once)
+    async def once_without_arg() -> Any:  # no ContextVar where the graph does not read it
+        async with enter(Scope.REQUEST) as request:
+            r = await request.aresolve(root)
+            return await handler(user_id=user_id, r=r)
+
+    return _instance(ns, once if reads else once_without_arg)
 
 
 # --- that-depends --------------------------------------------------------------------------
@@ -471,7 +491,7 @@ async def that_depends(graph: Graph, stack: contextlib.AsyncExitStack) -> Instan
             made.append(providers.AsyncFactory(fn, **kwargs))
     root = made[graph.root]
     resources = [p for p, n in zip(made, graph.nodes, strict=True) if n.kind == "agen"]
-    context = {"user_id": USER_ID}
+    context = {"user_id": USER_ID} if _reads_arg(graph) else None
 
     async def handler(user_id: str, r: Any) -> Any:
         return r
@@ -521,7 +541,12 @@ async def svcs_(graph: Graph, stack: contextlib.AsyncExitStack) -> Instance | st
             r = await container.aget(root)
             return await handler(user_id=user_id, r=r)
 
-    return _instance(ns, once)
+    async def once_without_arg() -> Any:
+        async with container_type(registry) as container:
+            r = await container.aget(root)
+            return await handler(user_id=user_id, r=r)
+
+    return _instance(ns, once if _reads_arg(graph) else once_without_arg)
 
 
 # --- modern-di -----------------------------------------------------------------------------
@@ -537,7 +562,11 @@ async def modern_di(graph: Graph, stack: contextlib.AsyncExitStack) -> Instance 
     ns = _typed_namespace(graph)
     _exec("\n".join(_typed_sources(graph)), ns, "modern-di")
     user_type = ns["UserId"]
-    found: list[Any] = [providers.ContextProvider(scope=Scope.REQUEST, context_type=user_type)]
+    found: list[Any] = (
+        [providers.ContextProvider(scope=Scope.REQUEST, context_type=user_type)]
+        if _reads_arg(graph)
+        else []
+    )
     for i, node in enumerate(graph.nodes):
         scope = Scope.APP if node.app else Scope.REQUEST
         found.append(providers.Factory(scope=scope, creator=ns[f"n{i}"], cache=True))
@@ -546,7 +575,7 @@ async def modern_di(graph: Graph, stack: contextlib.AsyncExitStack) -> Instance 
     stack.callback(container.close_sync)
     root = ns[f"T{graph.root}"]
     user_id = user_type(USER_ID)
-    context = {user_type: user_id}
+    context = {user_type: user_id} if _reads_arg(graph) else None
     child = container.build_child_container
 
     async def handler(user_id: str, r: Any) -> Any:
