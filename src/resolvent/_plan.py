@@ -162,7 +162,8 @@ class Plan:
         return " -> ".join(reversed(hops))
 
     def source(self) -> str:
-        """The Python source generated for this plan (what actually runs)."""
+        """The Python source generated for this plan: what runs once the plan is hot
+        (`Container.run` interprets a plan's first calls, then generates this code)."""
         from ._executor import generate
 
         return "\n".join(
