@@ -180,3 +180,80 @@ async def test_a_call_scope_runs_the_generated_code_at_once() -> None:
     async with container, container.call() as call:
         assert await call.run(handler, user_id="u") == "cfg:u|cfg:u|cfg:"
     assert not is_cold(plan.run_fn)
+
+
+# --- a resolver's checked expansion is shared by the plans that use it ----------------
+
+
+class Request:
+    """A framework value type."""
+
+
+async def test_shared_expansions_keep_what_each_handler_needs() -> None:
+    from resolvent import InvalidSignature
+
+    async def who(user_id: str) -> str:
+        return user_id
+
+    async def greeting(w: Annotated[str, Resolve(who)]) -> str:
+        return f"hi {w}"
+
+    async def with_arg(user_id: str, g: Annotated[str, Resolve(greeting)]) -> str:
+        return g
+
+    async def without_arg(g: Annotated[str, Resolve(greeting)]) -> str:
+        return g
+
+    async def by_request(r: Request) -> str:
+        return type(r).__name__
+
+    async def uses_request(x: Annotated[str, Resolve(by_request)]) -> str:
+        return x
+
+    async def first(x: Annotated[str, Resolve(uses_request)]) -> str:
+        return x
+
+    async def second(x: Annotated[str, Resolve(uses_request)]) -> str:
+        return x
+
+    container = Container(values=(Request,))
+    async with container:
+        assert await container.run(with_arg, user_id="u") == "hi u"
+        # `who` reads the call argument: the next handler, which has none, is refused.
+        with pytest.raises(InvalidSignature, match="user_id"):
+            container.compile(without_arg)
+        container.compile(first)
+        assert container.compile(second).value_types == (Request,)
+        async with container.call(values={Request: Request()}) as call:
+            assert await call.run(second) == "Request"
+
+
+async def test_a_new_provider_changes_what_later_plans_resolve() -> None:
+    class Greeting(str):
+        pass
+
+    async def hello() -> Greeting:
+        return Greeting("hello")
+
+    async def shout(g: Annotated[Greeting, Resolve()]) -> str:
+        return g.upper()
+
+    async def first(s: Annotated[str, Resolve(shout)]) -> str:
+        return s
+
+    async def second(s: Annotated[str, Resolve(shout)]) -> str:
+        return s
+
+    container = Container()
+    container.provide(hello)
+    async with container:
+        assert await container.run(first) == "HELLO"
+
+        async def hi() -> Greeting:
+            return Greeting("hi")
+
+        container.provide(hi, provides=Greeting)  # now two offer Greeting: ambiguous
+        from resolvent import InvalidSignature
+
+        with pytest.raises(InvalidSignature, match="2 providers"):
+            container.compile(second)

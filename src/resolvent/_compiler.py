@@ -105,6 +105,9 @@ class _Compiler:
         self.nodes: dict[Hashable, _Node] = {}
         self.root_args: dict[str, Param] = {}
         self.used_values: list[Any] = []
+        # A resolver's checked expansion, shared by the plans that use it; none while
+        # overrides are active (a replacement changes what a key expands to).
+        self.memo = registry.expansions if overrides is NO_OVERRIDES else None
 
     # -- classification ----------------------------------------------------------------
 
@@ -225,8 +228,14 @@ class _Compiler:
         node = self.nodes[key]
         if node.edges is not None:
             return node.edges
+        memo = self.memo if node.replaced is None and node.replaces is None else None
+        if memo is not None:
+            found = memo.get(key)
+            if found is not None and found[0] is node.provider:
+                return self._replay(node, found)
         info, scope = node.provider.info, node.provider.scope
         edges: list[tuple[Param, Hashable]] = []
+        values: list[Any] = []
         for param in info.params:
             if param.marker is not None:
                 child = self.target(param, param.marker, key)
@@ -240,7 +249,9 @@ class _Compiler:
                 if scope > Scope.CALL:
                     self._captive_source(node, param, f"the framework value {type_name(declared)}")
                 node.inputs.append(Input(param.name, "value", value_type=declared))
+                values.append(declared)
                 continue
+            memo = None  # classified by the handler's own arguments: not shared
             root_param = self.root_args.get(param.name)
             if root_param is not None:
                 if scope > Scope.CALL:
@@ -254,7 +265,27 @@ class _Compiler:
                 continue
             self._unclassifiable(node, param)
         node.edges = edges
+        if memo is not None and not any(self.nodes[c].replaced is not None for _, c in edges):
+            if len(memo) >= 4096:
+                memo.clear()
+            children = tuple(self.nodes[c].provider for _, c in edges)
+            memo[key] = (node.provider, tuple(edges), children, tuple(node.inputs), tuple(values))
         return edges
+
+    def _replay(self, node: _Node, found: tuple[Any, ...]) -> list[tuple[Param, Hashable]]:
+        """*node*'s expansion as an earlier plan checked it: the same edges and inputs,
+        children created where this plan has not met them yet."""
+        _, edges, children, inputs, values = found
+        nodes = self.nodes
+        for (param, child), provider in zip(edges, children, strict=True):
+            if child not in nodes:
+                nodes[child] = _Node(provider, child, None, node.key, param.name)
+        for declared in values:
+            if declared not in self.used_values:
+                self.used_values.append(declared)
+        node.inputs = list(inputs)
+        node.edges = list(edges)
+        return node.edges
 
     def _unclassifiable(self, node: _Node, param: Param) -> None:
         if isinstance(param.bare, Unresolved):
@@ -546,8 +577,12 @@ class _Compiler:
             # A value built from a replacement is cached under the ids of the blocks it
             # depends on: another block (entered or left) does not rebuild it, and leaving
             # one of its blocks finds and closes it.
-            taint = frozenset(() if node.replaced is None else (node.replaced,)).union(
-                *(taints.get(child, ()) for _, child in node.edges or ())
+            taint = (
+                frozenset(() if node.replaced is None else (node.replaced,)).union(
+                    *(taints.get(child, ()) for _, child in node.edges or ())
+                )
+                if self.overrides is not NO_OVERRIDES
+                else _NO_TAINT  # nothing is replaced
             )
             if taint:
                 taints[key] = taint
@@ -589,6 +624,9 @@ class _Compiler:
             return item
         param, child = item
         return Input(param.name, "step", step=index[child], outcome=param.outcome)
+
+
+_NO_TAINT: frozenset[int] = frozenset()
 
 
 def build_graph(

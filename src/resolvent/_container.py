@@ -242,6 +242,7 @@ class Container:
 
     def _invalidate(self) -> None:
         self._generation += 1
+        self._registry.expansions.clear()
         self._plans.clear()
         self._ready.clear()
         self._override_plans.clear()

@@ -70,6 +70,9 @@ class Registry:
         # resolvers no plan used before. An entry holds its function, so the key (an
         # identity) stays its own.
         self._readings: OrderedDict[Hashable, tuple[int, Provider]] = OrderedDict()
+        # key -> a resolver's checked expansion (see `_Compiler.expand`); cleared with
+        # the container's plans whenever a registration changes.
+        self.expansions: dict[Hashable, tuple[Any, ...]] = {}
 
     def add(
         self,
