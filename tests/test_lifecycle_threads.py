@@ -1,13 +1,16 @@
-"""Worker threads that a call stops waiting for (abandons) are bounded.
+"""Worker threads that a call or a scope stops waiting for (abandons) are bounded, and
+closing a scope never waits for one.
 
-Python cannot stop a thread: a sync resolver or a sync handler's body blocked in a call
-that never returns keeps its thread after its caller gave up. Those threads keep their
-worker-thread slot until they end, on both backends, so stuck threads are bounded by the
-default thread limiter.
+Python cannot stop a thread: a sync resolver, a sync handler's body or a sync provider
+blocked in a call that never returns keeps its thread after its caller gave up. Those
+threads keep their worker-thread slot until they end, on both backends, so stuck threads
+are bounded by the default thread limiter; and closing a session or the container stops
+waiting for a stuck APP/SESSION provider (its thread closes what it opened, if it ever
+returns).
 """
 
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -17,7 +20,7 @@ import anyio.to_thread
 import pytest
 
 from modes import MODES, make_container
-from resolvent import Container, Resolve
+from resolvent import Container, Resolve, Scope
 
 LIMIT = 2  # the worker-thread slots in these tests: small, so the bound is reached fast
 
@@ -153,3 +156,67 @@ async def test_call_timeout_expiring_on_stuck_threads_starts_no_more_of_them() -
             assert stuck.peak <= LIMIT
         finally:
             await stuck.let_go()
+
+
+# -- closing a scope does not wait for a stuck APP/SESSION provider ------------------------
+
+
+def make_providers(
+    stuck: Stuck, log: list[str], closed: threading.Event
+) -> dict[str, Callable[..., Any]]:
+    def settings() -> str:  # a sync provider: created in a worker thread
+        return stuck.block()
+
+    def database() -> Iterator[str]:  # a sync resource: set up in a worker thread
+        value = stuck.block()
+        log.append("opened late")
+        yield value
+        log.append("closed late")
+        closed.set()
+
+    return {"function": settings, "generator": database}
+
+
+async def _give_up_on(runner: Any, handler: Callable[..., Any], stuck: Stuck) -> None:
+    """Run *handler* until the provider's thread is stuck, then cancel the run."""
+    async with anyio.create_task_group() as group:
+        group.start_soon(runner.run, handler)
+        await stuck.entered.wait()
+        group.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("kind", ["function", "generator"])
+@pytest.mark.parametrize("scope", [Scope.APP, Scope.SESSION])
+async def test_closing_abandons_a_stuck_shared_provider_that_closes_what_it_opened(
+    scope: Scope, kind: str
+) -> None:
+    stuck = Stuck()
+    log: list[str] = []
+    closed = threading.Event()
+    container = Container()
+    provider = container.provide(make_providers(stuck, log, closed)[kind], scope=scope)
+
+    async def handler(v: Annotated[str, Resolve(provider)]) -> str:
+        return v
+
+    try:
+        with anyio.fail_after(10):  # a safety net: closing must not wait for the thread
+            async with container:
+                if scope is Scope.APP:
+                    await _give_up_on(container, handler, stuck)
+                else:
+                    async with container.session() as session:
+                        await _give_up_on(session, handler, stuck)
+                    assert stuck.inside == 1  # the session closed; its thread is still stuck
+        # The container closed while the provider's thread is still blocked.
+        assert stuck.inside == 1
+        assert log == []
+    finally:
+        await stuck.let_go()
+    if kind == "generator":
+        # When it returns at last, what it opened is closed, by its own thread.
+        assert await anyio.to_thread.run_sync(closed.wait, 10)
+        assert log == ["opened late", "closed late"]
+    # The next opening starts afresh.
+    async with container, container.session() as session:
+        assert await session.run(handler) == "late"

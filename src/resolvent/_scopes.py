@@ -490,7 +490,8 @@ async def produce(scope: LiveScope, step: Step, make: Callable[[], Any]) -> Any:
     if kind is Kind.ASYNC:
         value = await make()
     elif kind is Kind.SYNC:
-        value = make() if step.inline else await anyio.to_thread.run_sync(make)
+        # Abandoned if its scope closes while it blocks: closing does not wait for it.
+        value = make() if step.inline else await abandonable(make)
     else:
         obj = make()
         if step.awaits:  # an async factory of a context manager
@@ -782,7 +783,7 @@ async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
             return value
         # A thread per hop, or a scope closed from another task: a context of its own.
         own = InContext(obj)
-        value = await _open(step, own)
+        value = await _open(step, own, shared=not call)
         if isinstance(exits, Exits) and exits.closed:
             await _opened_too_late(step, own)
         exits.append((step, own))
@@ -810,8 +811,14 @@ async def _opened_too_late(step: Step, obj: Any) -> None:
     raise error
 
 
-async def _open(step: Step, obj: Any, holder: _Holder | None = None) -> Any:
-    """Run a resource's setup and return its value."""
+async def _open(
+    step: Step, obj: Any, holder: _Holder | None = None, *, shared: bool = False
+) -> Any:
+    """Run a resource's setup and return its value.
+
+    A *shared* (APP or SESSION) sync resource's setup is abandoned when its scope closes
+    while the setup blocks; a CALL one only at the call's deadline.
+    """
     kind = step.kind
     if kind is Kind.ASYNC_GENERATOR:
         try:
@@ -828,7 +835,7 @@ async def _open(step: Step, obj: Any, holder: _Holder | None = None) -> Any:
     try:
         return await abandonable(setup.run)
     except anyio.get_cancelled_exc_class():
-        if setup.abandon(expired=holder is not None and holder.expired):
+        if setup.abandon(expired=shared or (holder is not None and holder.expired)):
             raise  # abandoned: if the setup ever finishes, its own thread closes it
         # Cancelled for another reason (a failed branch, the caller), or it opened just
         # now: wait for the setup, so what it opened is closed with the call as usual
@@ -871,8 +878,16 @@ class _ThreadedSetup:
         try:
             value = own.context.run(_enter_sync, self.step, own.obj)
         except BaseException as error:
-            self.error = error
+            with self.lock:
+                self.error = error
+                late = self.abandoned
             self.done.set()
+            if late:  # nobody waits for it any more: report it
+                logger.error(
+                    "resolvent: %s failed to start after it was abandoned",
+                    self.step.name,
+                    exc_info=error,
+                )
             raise
         with self.lock:
             self.value = value
@@ -896,7 +911,10 @@ class _ThreadedSetup:
         Returns True if it was abandoned; False if the caller must wait for it.
         """
         with self.lock:
-            self.abandoned = not self.started or (expired and not self.opened)
+            # One that has finished (opened or failed) is not abandoned: its caller
+            # gets its value or its error.
+            finished = self.opened or self.error is not None
+            self.abandoned = not self.started or (expired and not finished)
             return self.abandoned
 
     def close_late(self) -> None:
