@@ -356,3 +356,52 @@ async def test_a_cancelled_call_runs_the_whole_finally_of_a_resource_with_a_task
                 leaving.cancel()
     assert leaving.cancelled_caught
     assert events == ["finally", "after a checkpoint", "finally done", "background stopped"]
+
+
+_CTRL_C_SCRIPT = """
+import _thread, threading, time
+from collections.abc import AsyncIterator
+from typing import Annotated
+import trio
+from resolvent import Container, Resolve
+
+container = Container()
+started = threading.Event()
+steps = []
+
+
+async def blocking() -> AsyncIterator[int]:
+    started.set()
+    for step in range(500):  # a set-up that blocks the event loop (up to 5 s)
+        time.sleep(0.01)
+        steps.append(step)
+    yield 1
+
+
+async def handler(r: Annotated[int, Resolve(blocking)]) -> int:
+    return r
+
+
+def interrupt() -> None:
+    started.wait()
+    _thread.interrupt_main()
+
+
+threading.Thread(target=interrupt, daemon=True).start()
+try:
+    trio.run(container.run, handler)
+except KeyboardInterrupt:
+    print("interrupted", len(steps) < 500)
+"""
+
+
+def test_ctrl_c_interrupts_the_setup_of_a_call_resource_in_its_own_task_on_trio() -> None:
+    """A CALL resource's first setup runs in a holder task (see `hold`); on trio that
+    task is not shielded from Ctrl-C, as the call's own task is not."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_SCRIPT], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "interrupted True", done.stdout + done.stderr
