@@ -125,7 +125,10 @@ async def abandonable(fn: Callable[..., Any], *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
     limiter = anyio.to_thread.current_default_thread_limiter()
     slot = _Slot(loop, limiter)
-    await limiter.acquire_on_behalf_of(slot)
+    try:  # the thread hop checkpoints anyway: no second one here when a slot is free
+        limiter.acquire_on_behalf_of_nowait(slot)
+    except anyio.WouldBlock:
+        await limiter.acquire_on_behalf_of(slot)
     try:
         return await anyio.to_thread.run_sync(
             slot.run, fn, args, abandon_on_cancel=True, limiter=_unbounded()
