@@ -210,7 +210,11 @@ class _Tool:
         self.asks = any(step.may_ask for step in plan.steps)
         self.uses_session = Scope.SESSION in plan.scopes
         self.needs_app = bool(plan.scopes - {Scope.CALL})
-        self.direct = not plan.needs_call and not self.asks and not self.uses_session
+        # CALL resources too, when the generated code sets them up and tears them down
+        # itself (as Container.run starts such a plan): no scope object needed.
+        resources_inline = not plan.needs_call or plan.direct_fn is not None
+        self.direct = resources_inline and not self.asks and not self.uses_session
+        self.start = plan.direct_fn if plan.needs_call and plan.direct_fn else plan.run_fn
 
     def _make_wrapper(self, plan: Plan) -> Callable[..., Awaitable[Any]]:
         fn = self.fn
@@ -256,7 +260,7 @@ class _Tool:
             if self.needs_app:
                 container._check_scopes(plan, None)
             try:
-                result = await plan.run_fn(
+                result = await self.start(
                     kwargs, {Context: ctx}, None, container._app, None, self.fn
                 )
             except StateError as exc:
