@@ -167,7 +167,10 @@ class RedisStore:
                     f"cannot reach {redact(url)}: {type(exc).__name__}: {exc or 'timed out'}.\n"
                     "  fix: start the server, or pass the URL of a running one"
                 ) from exc
-            yield cls(client, prefix=prefix, clock=clock)
+            store = cls(client, prefix=prefix, clock=clock)
+            for script in (store._create, store._load, store._save):
+                await client.script_load(script.script)  # no NOSCRIPT round trip on first use
+            yield store
 
     def key(self, key: StateKey) -> str:
         """The Redis key of *key*: ``{prefix}:{kind}:{owner}:{handle}``."""
