@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import appscale, extras, fastapi_routes, http_e2e, report, scenarios
+from . import appscale, extras, fastapi_routes, http_e2e, report, scenarios, state_tools
 from .runner import Progress, Scenario, Settings, run_scenario
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -161,6 +161,8 @@ def targets(data: dict[str, Any]) -> list[dict[str, Any]]:
         app["cold_ratio"] if app else None,
         3.0,
     )
+    for store in state_tools.STORES:
+        add(f"State edit, {store} (vs the same update by hand)", _ratio(res, f"State {store}"), 1.3)
     imp = data.get("import_time", {})
     add("import resolvent (wall, minus python -c pass)", imp.get("ms"), 50.0, "{:.1f} ms")
     if imp.get("importtime_ms") is not None:
@@ -214,6 +216,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         todo.append(mcp)
     todo.append(fastapi_routes.scenario())
+    todo += state_tools.scenarios()
     http = True
     app_scale = True
     if args.only:
