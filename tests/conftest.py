@@ -8,6 +8,7 @@ override the ``anyio_backend`` fixture locally.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import os
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from optional import skip_if_optional
+from optional import OPTIONAL_PACKAGES, skip_if_optional
 
 # CI replays the same examples on every run (a failure there is reproducible from the
 # log); a developer's run explores new ones and keeps failures in .hypothesis/.
@@ -34,6 +35,11 @@ class _ModuleNeedingExtras(pytest.Module):
             return super().collect()
         except pytest.Collector.CollectError as error:
             skip_if_optional(error.__cause__, self.path.name)
+            raise
+        except SystemExit as error:  # an example it imports exits, saying what to install
+            for name in OPTIONAL_PACKAGES:
+                if name in str(error.code) and importlib.util.find_spec(name) is None:
+                    pytest.skip(f"{self.path.name}: {error.code}", allow_module_level=True)
             raise
 
 

@@ -5,6 +5,7 @@ their own `TestClient` checks run the apps' lifespans.)
 """
 
 import contextlib
+import importlib.metadata
 import io
 import re
 from pathlib import Path
@@ -32,6 +33,10 @@ def save(page: str, directory: Path, module: str, *, first_only: bool = False) -
     (directory / f"{module}.py").write_text(text, encoding="utf-8")
 
 
+def _fastapi_version() -> tuple[int, ...]:
+    return tuple(int(part) for part in importlib.metadata.version("fastapi").split(".")[:2])
+
+
 def test_the_fastapi_app_of_the_starlette_page_under_uvicorn(tmp_path: Path) -> None:
     save("starlette.md", tmp_path, "notes")
     with (
@@ -48,7 +53,10 @@ def test_the_fastapi_app_of_the_starlette_page_under_uvicorn(tmp_path: Path) -> 
         schema = http.get("/openapi.json").json()
         parameters = schema["paths"]["/notes/{note_id}"]["get"]["parameters"]
         assert [p["name"] for p in parameters] == ["note_id", "verbose"]
-        assert "parameters" not in schema["paths"]["/summary"]["get"]
+        # The page asks for the schema before it adds /summary: FastAPI before 0.137 keeps
+        # serving that first one (the fastapi extra allows 0.118, CI's floors job runs it).
+        if "/summary" in schema["paths"] or _fastapi_version() >= (0, 137):
+            assert "parameters" not in schema["paths"]["/summary"]["get"]
     assert served.returncode == 0, "\n".join(served.output)
     assert "Application shutdown complete." in "\n".join(served.output)
 
