@@ -8,9 +8,13 @@ from typing import Annotated
 
 import anyio
 import pytest
+from mcp.server.mcpserver import MCPServer
 
+from mcp_helpers import MODES as MCP_MODES
+from mcp_helpers import client as mcp_client
 from modes import MODES, make_container, run
 from resolvent import Call, Container, Resolve
+from resolvent.mcp import inject
 
 
 def open_call(container: Container, mode: str) -> Call:
@@ -405,3 +409,49 @@ def test_ctrl_c_interrupts_the_setup_of_a_call_resource_in_its_own_task_on_trio(
         [sys.executable, "-c", _CTRL_C_SCRIPT], capture_output=True, text=True, timeout=60
     )
     assert done.stdout.strip() == "interrupted True", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("protocol", MCP_MODES)
+async def test_an_mcp_tool_call_the_client_leaves_runs_the_whole_finally(protocol: str) -> None:
+    container = Container()
+    server = MCPServer("feeds", lifespan=container.lifespan)
+    events: list[str] = []
+    started = anyio.Event()
+    closed = anyio.Event()
+
+    async def feed() -> AsyncIterator[str]:
+        async def background() -> None:
+            try:
+                await anyio.sleep_forever()
+            finally:
+                events.append("background stopped")
+
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(background)
+                try:
+                    yield "feed"
+                finally:
+                    events.append("finally")
+                    await anyio.sleep(0)
+                    events.append("after a checkpoint")
+                    group.cancel_scope.cancel()
+        finally:
+            closed.set()
+
+    @server.tool()
+    @inject(container)
+    async def watch(f: Annotated[str, Resolve(feed)]) -> str:
+        started.set()
+        await anyio.sleep_forever()
+        return f  # pragma: no cover
+
+    async with mcp_client(server, protocol) as session:
+        with anyio.CancelScope() as leaving:
+            async with anyio.create_task_group() as group:
+                group.start_soon(session.call_tool, "watch", {})
+                await started.wait()
+                leaving.cancel()
+        with anyio.fail_after(10):
+            await closed.wait()
+    assert events == ["finally", "after a checkpoint", "background stopped"]
