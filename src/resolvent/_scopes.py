@@ -7,6 +7,7 @@ import contextvars
 import enum
 import math
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -131,23 +132,23 @@ async def abandonable(fn: Callable[..., Any], *args: Any) -> Any:
         await limiter.acquire_on_behalf_of(slot)
     try:
         return await anyio.to_thread.run_sync(
-            slot.run, fn, args, abandon_on_cancel=True, limiter=_unbounded()
+            slot.run, fn, args, abandon_on_cancel=True, limiter=_unbounded(loop)
         )
     finally:
         slot.leave()
 
 
-_unbounded_var = anyio.lowlevel.RunVar[anyio.CapacityLimiter]("resolvent_unbounded")
+_unbounded_limiters: weakref.WeakKeyDictionary[Any, anyio.CapacityLimiter] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def _unbounded() -> anyio.CapacityLimiter:
-    """This event loop's limiter that bounds nothing (the slot is held by `_Slot`)."""
-    try:
-        return _unbounded_var.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(math.inf)
-        _unbounded_var.set(limiter)
-        return limiter
+def _unbounded(loop: asyncio.AbstractEventLoop) -> anyio.CapacityLimiter:
+    """*loop*'s limiter that bounds nothing (the slot is held by `_Slot`)."""
+    limiter = _unbounded_limiters.get(loop)
+    if limiter is None:
+        limiter = _unbounded_limiters[loop] = anyio.CapacityLimiter(math.inf)
+    return limiter
 
 
 _WAITING, _RUNNING, _LEFT = "waiting", "running", "left"  # a `_Slot`'s life, by identity
