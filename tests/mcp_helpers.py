@@ -95,8 +95,12 @@ async def run_uvicorn(app: Any) -> AsyncIterator[str]:
         sock.close()
 
 
-async def wait_listening(port: int, timeout: float = 20) -> None:
-    """Wait until something accepts TCP connections on 127.0.0.1:*port*."""
+async def wait_listening(port: int, timeout: float = 60) -> None:
+    """Wait until something accepts TCP connections on 127.0.0.1:*port*.
+
+    The bound is generous: a server process started in a fresh virtualenv compiles its
+    imports first, which takes long on a loaded two-core machine.
+    """
     with anyio.fail_after(timeout):
         while True:
             try:

@@ -97,18 +97,27 @@ def cart_servers(store: str, tmp_path: Path, count: int = 2) -> Iterator[list[st
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
     }
     ports = [free_port() for _ in range(count)]
-    procs = [
-        subprocess.Popen(
-            [*SERVE, "--port", str(port), "--store", store, "--tokens", str(tokens)],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        for port in ports
-    ]
+    # The servers' logs go to files, not pipes: a pipe nobody reads fills up and stalls
+    # the server, and a file can be shown when a server does not come up.
+    logs = [tmp_path / f"server-{port}.log" for port in ports]
+    procs = []
+    for port, log in zip(ports, logs, strict=True):
+        with log.open("wb") as err:
+            procs.append(
+                subprocess.Popen(
+                    [*SERVE, "--port", str(port), "--store", store, "--tokens", str(tokens)],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                )
+            )
     try:
         yield [f"http://127.0.0.1:{port}/mcp" for port in ports]
+    except BaseException:
+        for log in logs:
+            print(f"--- {log.name}\n{log.read_text(errors='replace')[-4000:]}")
+        raise
     finally:
         for proc in procs:
             proc.terminate()
@@ -118,8 +127,6 @@ def cart_servers(store: str, tmp_path: Path, count: int = 2) -> Iterator[list[st
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            assert proc.stderr is not None
-            proc.stderr.close()
 
 
 def as_user(url: str, token: str, mode: str, **kwargs: Any) -> Client:
