@@ -849,6 +849,22 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
     )
 
 
+def shown_hints(fn: Callable[..., Any], shown: Iterable[str]) -> dict[str, Any]:
+    """*fn*'s annotations as a framework is shown them, read one by one (`lenient_hints`).
+
+    A return annotation that names something missing at run time is left out (the
+    framework sees none); a *shown* (caller-facing) parameter's cannot be, since the
+    framework builds its schema from it: that is an `InvalidSignature` naming the name.
+    """
+    hints, unresolved = lenient_hints(fn)
+    for name in shown:
+        if name in unresolved:
+            raise unresolved_error(fn, name, unresolved[name], "its type for the input schema")
+    if "return" in unresolved:
+        del hints["return"]
+    return hints
+
+
 def argument_parameters(
     fn: Callable[..., Any], names: Iterable[str], hints: Mapping[str, Any]
 ) -> list[inspect.Parameter]:

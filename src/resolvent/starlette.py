@@ -35,7 +35,7 @@ from ._container import Call, Container
 from ._errors import InvalidSignature
 from ._markers import HANDLER
 from ._scopes import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope
-from ._signature import argument_parameters
+from ._signature import argument_parameters, shown_hints
 
 __all__ = ("inject",)
 
@@ -126,7 +126,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
             "scope the app's lifespan.\n"
             "  fix: make the provider Scope.CALL (one per request) or Scope.APP (shared by all)"
         )
-    hints = typing.get_type_hints(fn, include_extras=True)
+    hints = shown_hints(fn, plan.arguments)
     open_call = _call_opener(container)
     request_call = contextlib.asynccontextmanager(open_call)
     instance = _instance_parameter(fn, plan.arguments)

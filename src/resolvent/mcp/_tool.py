@@ -53,7 +53,7 @@ from .._errors import (
 from .._plan import Plan, Step
 from .._questions import Outcome
 from .._scopes import Scope
-from .._signature import argument_parameters
+from .._signature import argument_parameters, lenient_hints, shown_hints
 from ._guard import INJECTED
 from ._sessions import SessionTable, close_entries, connection_of
 from ._wire import (
@@ -218,7 +218,7 @@ class _Tool:
 
     def _make_wrapper(self, plan: Plan) -> Callable[..., Awaitable[Any]]:
         fn = self.fn
-        hints = _hints(fn)
+        hints = shown_hints(fn, plan.arguments)
         params = argument_parameters(fn, plan.arguments, hints)
         if self.takes_ctx:
             ctx_annotation = hints.get(self.ctx_name, Context) if self.ctx_declared else Context
@@ -451,10 +451,9 @@ def _state_refusal(ctx: Context[Any, Any] | None, plan: Plan, exc: StateError) -
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(fn, include_extras=True)
-    except Exception as exc:  # the core reported this already when compiling
-        raise McpInvalidSignature(f"cannot read the annotations of {fn!r}: {exc}") from exc
+    """*fn*'s annotations, each read on its own (a name imported only under
+    TYPE_CHECKING does not stop the others); the core says what it needs of them."""
+    return lenient_hints(fn)[0]
 
 
 def _context_name(plan: Plan) -> str:
