@@ -50,6 +50,7 @@ from .._errors import (
     NotAccepted,
     StateError,
 )
+from .._executor import is_cold
 from .._plan import Plan, Step
 from .._questions import Outcome
 from .._scopes import Scope
@@ -214,7 +215,14 @@ class _Tool:
         # itself (as Container.run starts such a plan): no scope object needed.
         resources_inline = not plan.needs_call or plan.direct_fn is not None
         self.direct = resources_inline and not self.asks and not self.uses_session
-        self.start = plan.direct_fn if plan.needs_call and plan.direct_fn else plan.run_fn
+        direct = plan.direct_fn if plan.needs_call else None
+        self.start = direct if direct is not None else plan.run_fn
+        if is_cold(self.start):  # interpreted until hot: then start the generated code
+            plan._on_hot.append(functools.partial(self._hot, plan))
+
+    def _hot(self, plan: Plan, function: Callable[..., Any]) -> None:
+        if self.plan is plan:  # not a plan an override or a new provider replaced since
+            self.start = function
 
     def _make_wrapper(self, plan: Plan) -> Callable[..., Awaitable[Any]]:
         fn = self.fn
