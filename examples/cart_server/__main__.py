@@ -16,6 +16,7 @@ import secrets
 
 import uvicorn
 
+from ..serving import serve, stdio_hint, url, where
 from .server import create_app, create_server
 
 
@@ -34,10 +35,11 @@ def main() -> None:
     state_key = os.environ.get("CART_STATE_KEY")
     if args.transport == "stdio":
         server, _ = create_server(args.store, ttl=args.ttl, tokens=args.tokens)
+        stdio_hint("cart server", "python -m examples.cart_server")
         server.run("stdio")
     elif args.workers == 1:
         app = create_app(args.store, ttl=args.ttl, tokens=args.tokens, state_key=state_key)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        serve(app, name="cart server", host=args.host, port=args.port)
     else:
         if args.store.startswith("memory:"):
             parser.error("--workers needs a shared store: sqlite:///PATH or redis://HOST:PORT")
@@ -45,6 +47,7 @@ def main() -> None:
         os.environ["CART_TTL"] = str(args.ttl)
         os.environ["CART_TOKENS"] = args.tokens or ""
         os.environ.setdefault("CART_STATE_KEY", secrets.token_hex(32))
+        print(where(f"cart server ({args.workers} workers)", url(args.host, args.port)))
         uvicorn.run(
             "examples.cart_server.server:app_from_environment",
             factory=True,
