@@ -32,6 +32,7 @@ from ._compiler import NO_OVERRIDES, Overrides, build_graph
 from ._errors import AnswerTimeout, ResolventError
 from ._executor import (
     MISSING,
+    PLAN_CODE,
     Rounds,
     Sharing,
     _run_step,
@@ -301,6 +302,7 @@ class Container:
             generation=self._generation,
             fn_is_async=is_async,
             run_fn=run_fn,
+            code=PLAN_CODE,
             overrides=overrides,
             fn_threaded=threaded,
         )
@@ -453,6 +455,7 @@ class Container:
             generation=self._generation,
             fn_is_async=True,
             run_fn=start,
+            code=PLAN_CODE,
             overrides=overrides,
         )
         shared = [s for s in plan.steps if s.scope is not Scope.APP]

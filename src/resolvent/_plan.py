@@ -1,16 +1,18 @@
-"""The immutable execution plan and its text, Mermaid and Graphviz renderings."""
+"""The execution plan as data (steps, inputs) and its text, Mermaid and Graphviz renderings.
+It never imports what runs a plan: the code comes from the `PlanCode` the plan is built with.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, Protocol
 
 from ._questions import OutcomeFamily
 from ._record import field, record
 from ._scopes import Scope
 from ._signature import NO_DEFAULT, Kind, type_name
 
-__all__ = ("Input", "Plan", "Step")
+__all__ = ("Input", "Plan", "PlanCode", "Step")
 
 
 @record
@@ -56,6 +58,24 @@ class Step:
         return self.kind is Kind.SYNC and not self.inline
 
 
+class PlanCode(Protocol):
+    """The code that runs plans: implemented by the executor layer, and passed to `Plan` by
+    whoever builds one, so a plan (data) never imports what runs it."""
+
+    def is_cold(self, run: Callable[..., Any]) -> bool:
+        """Whether *run* is a cold plan's interpreting ``run_fn`` (no code generated yet)."""
+        ...
+
+    def function(self, plan: Plan, variant: str) -> Callable[..., Any] | None:
+        """*plan*'s generated *variant*, compiled now: ``"run"``, ``"resolve"`` or
+        ``"direct"`` (None if a CALL resource of *plan* needs a call scope)."""
+        ...
+
+    def source(self, plan: Plan, variant: str) -> str:
+        """The Python source of *plan*'s generated *variant* (``"run"`` or ``"resolve"``)."""
+        ...
+
+
 @record(eq=False)
 class Plan:
     """A function's dependency graph, compiled once into steps in topological order.
@@ -69,6 +89,7 @@ class Plan:
         steps: the resolvers, dependencies first.
         inputs: where each injected parameter of *fn* comes from.
         arguments: the names of *fn*'s parameters the caller supplies.
+        code: what generates the plan's code (the executor's `PlanCode`).
     """
 
     fn: Callable[..., Any]
@@ -82,6 +103,7 @@ class Plan:
     generation: int
     fn_is_async: bool
     run_fn: Callable[..., Any] = field(repr=False)
+    code: PlanCode = field(repr=False, compare=False)
     _generated: list[Callable[..., Any]] = field(
         default_factory=list[Callable[..., Any]], repr=False
     )
@@ -101,14 +123,10 @@ class Plan:
         ``run_fn``: its code is generated here, on the call that finds it hot, and
         replaces ``run_fn`` (and whatever the container cached of it).
         """
-        from ._executor import is_cold
-
         run = self.run_fn
-        if not is_cold(run):
+        if not self.code.is_cold(run):
             return run
-        from ._executor import generate
-
-        function = generate([self], *self._shape(), "run", root_threaded=self.fn_threaded)[1]
+        function = self.code.function(self, "run")
         assert function is not None
         object.__setattr__(self, "run_fn", function)  # the one field that changes
         hooks, self._on_hot[:] = list(self._on_hot), []
@@ -121,9 +139,7 @@ class Plan:
         """The generated ``resolve`` function, compiled the first time it is needed."""
         generated = self._generated
         if not generated:
-            from ._executor import generate
-
-            function = generate([self], *self._shape(), "resolve")[1]
+            function = self.code.function(self, "resolve")
             assert function is not None
             generated.append(function)
         return generated[0]
@@ -134,20 +150,8 @@ class Plan:
         resources itself), or None if a resource needs a call scope; made on first use."""
         direct = self._direct
         if not direct:
-            from ._executor import direct_shape, generate
-
-            function = None
-            if direct_shape(self.steps):
-                function = generate(
-                    [self], *self._shape(), "direct", root_threaded=self.fn_threaded
-                )[1]
-            direct.append(function)
+            direct.append(self.code.function(self, "direct"))
         return direct[0]
-
-    def _shape(
-        self,
-    ) -> tuple[str, bool, tuple[Step, ...], tuple[Input, ...], tuple[str, ...]]:
-        return self.name, self.fn_is_async, self.steps, self.inputs, self.arguments
 
     def path_to(self, index: int) -> str:
         """How the plan reaches step *index*: ``root.param -> resolver.param -> ...``."""
@@ -164,12 +168,7 @@ class Plan:
     def source(self) -> str:
         """The Python source generated for this plan: what runs once the plan is hot
         (`Container.run` interprets a plan's first calls, then generates this code)."""
-        from ._executor import generate
-
-        return "\n".join(
-            generate([self], *self._shape(), v, build=False, root_threaded=self.fn_threaded)[0]
-            for v in ("run", "resolve")
-        )
+        return "\n".join(self.code.source(self, v) for v in ("run", "resolve"))
 
     def describe(self) -> str:
         """A readable text view: steps in order with scope, kind and sources."""

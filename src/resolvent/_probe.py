@@ -287,6 +287,7 @@ def probed(plan: Plan, probe: Probe) -> Plan:
         generation=plan.generation,
         fn_is_async=plan.fn_is_async,
         run_fn=run_fn,
+        code=plan.code,
         overrides=plan.overrides,
         fn_threaded=plan.fn_threaded,
     )
