@@ -19,8 +19,8 @@ import pytest
 
 from resolvent.__main__ import main
 from resolvent._bench import MODES, bench, refusals, render
+from resolvent._kinds import Kind
 from resolvent._probe import Calibration, calibrate
-from resolvent._signature import Kind
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent

@@ -33,14 +33,15 @@ from typing import Any, TextIO
 
 import anyio
 
+from ._annotations import NO_DEFAULT, type_name
 from ._container import Container
 from ._errors import ResolventError
 from ._floor import floor, hops
+from ._kinds import Kind
 from ._plan import Plan
 from ._probe import BODY, SETUP, TEARDOWN, Calibration, Probe, calibrate, probed
 from ._questions import QUESTION_KINDS
 from ._scopes import Scope
-from ._signature import NO_DEFAULT, Kind, type_name
 
 __all__ = ("MODES", "BenchError", "bench", "render")
 

@@ -15,23 +15,15 @@ import typing
 from collections.abc import Callable, Hashable
 from typing import Any, get_args, get_origin
 
+from ._annotations import NO_DEFAULT, Unresolved, type_name, unresolved_error
 from ._errors import InvalidSignature, ResolventError
+from ._kinds import Kind, entered_class, enters_unknown
 from ._markers import Resolve, is_inline
 from ._plan import Input, Step
 from ._record import field, record
 from ._registry import Provider, Registry, read, resolver_key
 from ._scopes import Scope
-from ._signature import (
-    NO_DEFAULT,
-    FunctionInfo,
-    Kind,
-    Param,
-    Unresolved,
-    entered_class,
-    enters_unknown,
-    type_name,
-    unresolved_error,
-)
+from ._signature import FunctionInfo, Param
 from ._typecheck import accepted_data, may_hold
 
 __all__ = ("NO_OVERRIDES", "Graph", "Overrides", "build_graph")
@@ -216,7 +208,7 @@ class _Compiler:
             f"{type_name(tp)} itself, not entered, annotate it `-> Any` and register it "
             f"with `provides={type_name(tp)}`\n"
             for p in self.registry.by_key.values()
-            if entered_class(p.info) == tp
+            if entered_class(p.info.fn, p.info.kind) == tp
         ]
         return "".join(notes)
 
@@ -313,7 +305,7 @@ class _Compiler:
             or param.marker is None
             or param.marker.fn is None  # found by type: compatible by construction
             or (isinstance(info.fn, type) and info.kind is Kind.SYNC and _is_cm_class(info.fn))
-            or enters_unknown(info)
+            or enters_unknown(info.kind, info.provides)
         ):
             return
         if param.outcome is not None or info.may_ask:
@@ -324,7 +316,7 @@ class _Compiler:
         wanted, provided = type_name(param.bare), type_name(info.provides)
         produces = "yields" if info.kind.is_resource else "returns"
         short = getattr(info.fn, "__name__", None) or info.name
-        entered = entered_class(info)
+        entered = entered_class(info.fn, info.kind)
         if entered is not None and may_hold(param.bare, entered):
             self._entered_instead(consumer, param, info, entered)
         raise InvalidSignature(

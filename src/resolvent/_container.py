@@ -28,6 +28,7 @@ from typing import Annotated, Any, TypeVar, cast, overload
 
 import anyio
 
+from ._annotations import type_name
 from ._compiler import NO_OVERRIDES, Overrides, build_graph
 from ._errors import AnswerTimeout, ResolventError
 from ._executor import (
@@ -43,6 +44,7 @@ from ._executor import (
     is_cold,
     timed_out,
 )
+from ._kinds import Kind
 from ._markers import Resolve, is_inline
 from ._plan import Plan, Step
 from ._questions import Asker
@@ -57,7 +59,6 @@ from ._scopes import (
     close_resources,
     settle,
 )
-from ._signature import Kind, type_name
 
 __all__ = ("Call", "Container", "Session")
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
 
+from ._annotations import NO_DEFAULT, type_name
 from ._errors import (
     AnswerTimeout,
     CallTimeout,
@@ -21,6 +22,7 @@ from ._errors import (
     InvalidAnswer,
     ResolventError,
 )
+from ._kinds import Kind
 from ._plan import Input, Step
 from ._questions import QUESTION_KINDS, Answered, Asker, Outcome, QuestionKind, as_outcome
 from ._scopes import (
@@ -40,7 +42,6 @@ from ._scopes import (
     settle,
 )
 from ._shield import begin, outer_cancelled
-from ._signature import NO_DEFAULT, Kind, type_name
 
 if TYPE_CHECKING:
     from ._plan import Plan, PlanCode

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
+from ._annotations import NO_DEFAULT, type_name
+from ._kinds import Kind
 from ._questions import OutcomeFamily
 from ._record import field, record
 from ._scopes import Scope
-from ._signature import NO_DEFAULT, Kind, type_name
 
 __all__ = ("Input", "Plan", "PlanCode", "Step")
 

@@ -27,10 +27,11 @@ from typing import Any
 
 import anyio
 
+from ._annotations import NO_DEFAULT
 from ._executor import generate
+from ._kinds import Kind
 from ._plan import Plan, Step
 from ._scopes import Scope
-from ._signature import NO_DEFAULT, Kind
 
 __all__ = ("BODY", "Calibration", "Probe", "calibrate", "probed")
 

@@ -8,10 +8,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from ._annotations import NO_DEFAULT
 from ._markers import is_inline
 from ._record import record
 from ._scopes import Scope
-from ._signature import NO_DEFAULT, FunctionInfo, markers_epoch, read_function
+from ._signature import FunctionInfo, markers_epoch, read_function
 
 __all__ = ("IMPLICIT_SCOPE", "Provider", "Registry", "resolver_key")
 

@@ -16,9 +16,9 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from ._errors import ResolventError
+from ._kinds import Kind
 from ._questions import QUESTION_KINDS
 from ._shield import begin, here, insert, outer_cancelled, resume
-from ._signature import Kind
 
 if TYPE_CHECKING:
     import asyncio

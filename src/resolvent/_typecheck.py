@@ -17,7 +17,7 @@ import types
 import typing
 from typing import Annotated, Any, get_args, get_origin
 
-from ._signature import NO_DEFAULT
+from ._annotations import NO_DEFAULT
 
 __all__ = ("accepted_data", "classes_of", "may_hold")
 

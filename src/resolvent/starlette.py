@@ -31,11 +31,11 @@ from starlette.requests import HTTPConnection, Request
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from ._annotations import argument_parameters, shown_hints
 from ._container import Call, Container
 from ._errors import InvalidSignature
 from ._markers import HANDLER
 from ._scopes import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope
-from ._signature import argument_parameters, shown_hints
 
 __all__ = ("inject",)
 

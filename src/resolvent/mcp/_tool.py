@@ -40,6 +40,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import is_version_at_least
 from pydantic import ValidationError
 
+from .._annotations import argument_parameters, lenient_hints, shown_hints
 from .._container import Container, Session
 from .._errors import (
     AnswerTimeout,
@@ -54,7 +55,6 @@ from .._executor import is_cold
 from .._plan import Plan, Step
 from .._questions import Outcome
 from .._scopes import Scope
-from .._signature import argument_parameters, lenient_hints, shown_hints
 from ._guard import INJECTED
 from ._sessions import SessionTable, close_entries, connection_of
 from ._wire import (
