@@ -31,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resolvent import Container, Resolve, _scopes, _shield
+from resolvent import Container, Resolve, _shield, _teardown
 
 SHAPES = ("generator", "context manager")
 HOLDS = ("nothing", "task group", "cancel scope", "deadline")
@@ -255,7 +255,7 @@ async def attempt(specs: Sequence[Resource], body: str, way: str) -> tuple[list[
                 ):
                     await container.run(handler)
             else:  # the reference: the shield entered before any setup, on every backend
-                with patch.object(_scopes, "begin", _shield.eager):
+                with patch.object(_teardown, "begin", _shield.eager):
                     async with container.call() as scope:
                         await scope.run(handler)
         except Exception as exc:

@@ -29,7 +29,9 @@ from typing import Annotated, Any, TypeVar, cast, overload
 import anyio
 
 from ._annotations import type_name
+from ._cache import LiveScope
 from ._compiler import NO_OVERRIDES, Overrides, build_graph
+from ._context import InContext
 from ._errors import AnswerTimeout, ResolventError
 from ._executor import (
     MISSING,
@@ -49,16 +51,9 @@ from ._markers import Resolve, is_inline
 from ._plan import Plan, Step
 from ._questions import Asker
 from ._registry import Registry, read, resolver_key
-from ._scopes import (
-    Exits,
-    InContext,
-    LiveScope,
-    Scope,
-    _finalize_sync,
-    abandonable,
-    close_resources,
-    settle,
-)
+from ._scopes import Scope
+from ._teardown import Exits, close_resources, finalize_sync, settle
+from ._threads import abandonable
 
 __all__ = ("Call", "Container", "Session")
 
@@ -846,7 +841,7 @@ class OverrideBlock:
         errors: list[BaseException] = []
         for step, obj in reversed(self._leave(sync=True)):
             try:
-                _finalize_sync(step, obj, None)
+                finalize_sync(step, obj, None)
             except Exception as error:
                 errors.append(error)
         settle(exc, errors)

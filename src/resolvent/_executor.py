@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import anyio
 
 from ._annotations import NO_DEFAULT, type_name
+from ._cache import LiveScope
+from ._context import adopt, keep
 from ._errors import (
     AnswerTimeout,
     CallTimeout,
@@ -25,23 +27,11 @@ from ._errors import (
 from ._kinds import Kind
 from ._plan import Input, Step
 from ._questions import QUESTION_KINDS, Answered, Asker, Outcome, QuestionKind, as_outcome
-from ._scopes import (
-    Exits,
-    LiveScope,
-    Scope,
-    abandonable,
-    adopt,
-    close_now,
-    close_rest,
-    enter,
-    hold,
-    in_thread,
-    keep,
-    open_resource,
-    plain_cell,
-    settle,
-)
+from ._resources import enter, hold, open_resource, plain_cell
+from ._scopes import Scope
 from ._shield import begin, outer_cancelled
+from ._teardown import Exits, close_now, close_rest, settle
+from ._threads import abandonable, in_thread
 
 if TYPE_CHECKING:
     from ._plan import Plan, PlanCode
@@ -1021,7 +1011,7 @@ def generate(
                 pad = ""
                 if step.kind is Kind.ASYNC_GENERATOR or step.kind is Kind.ASYNC_CONTEXT_MANAGER:
                     # In this task once known to hold no cancel scope open, else in a
-                    # task of its own (see `resolvent._scopes.hold`).
+                    # task of its own (see `resolvent._resources.hold`).
                     k = w.const("P", plain_cell(step))
                     body.append((f"if not {k}[0]:", step.index))
                     body.append((f"    {r} = await hold(exits, {s}, {factory}, {k})", step.index))

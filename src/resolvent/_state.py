@@ -392,7 +392,7 @@ class State(Generic[M]):
             try:
                 await store.save(key, self.idle_ttl, token, None, False)
             except Exception:  # the lease runs out by itself; the handler's error matters
-                from ._scopes import logger
+                from ._log import logger
 
                 logger.error("resolvent: could not release %s %r", self.name, key.handle)
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from ._scopes import settle
+from ._teardown import settle
 
 if TYPE_CHECKING:
     from ._container import Container, OverrideBlock

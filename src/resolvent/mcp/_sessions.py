@@ -27,7 +27,7 @@ from mcp.server.connection import Connection
 from mcp.server.mcpserver import Context
 
 from .._container import Container, Session
-from .._scopes import _spawn  # pyright: ignore[reportPrivateUsage]
+from .._home import spawn_home
 
 __all__ = ("SessionTable", "connection_of")
 
@@ -98,7 +98,7 @@ class SessionTable:
         if self._watcher is None:
             self._watcher = anyio.CancelScope()
             self._wake, self._stopped = anyio.Event(), anyio.Event()
-            _spawn(functools.partial(self._watch, self._watcher, self._stopped))
+            spawn_home(functools.partial(self._watch, self._watcher, self._stopped))
         return entry, self._victims(now)
 
     def release(self, entry: _Entry) -> None:

@@ -1,0 +1,325 @@
+"""Teardown: a call's exits, and closing resources in reverse order, shielded, each to
+completion. Never sets a resource up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import anyio.to_thread
+
+from ._context import InContext, Restore
+from ._kinds import Kind
+from ._log import logger
+from ._shield import begin, insert, outer_cancelled, resume
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from ._plan import Step
+
+__all__ = (
+    "Exits",
+    "Held",
+    "close_guarded",
+    "close_now",
+    "close_resources",
+    "close_rest",
+    "finalize",
+    "finalize_sync",
+    "settle",
+)
+
+
+class Exits(list[tuple["Step", Any]]):
+    """A call scope's open resources, closed in reverse order.
+
+    Entered with `open` (``async with call``), the call holds a cancel scope below every
+    resource it sets up, so teardown is shielded by flipping that scope's ``shield``
+    rather than by entering a new scope: a provider's own cancel scope (a task group
+    spanning its ``yield``) is then left at the depth it was entered. On asyncio it holds
+    only the mark where that scope goes once a finalizer needs it (`resolvent._shield`).
+    A call that runs branches concurrently or under a deadline (which open scopes of their
+    own around resolvers) holds each resource in a task of its own in a task *group*
+    instead, so a resource's setup and teardown always share one task and one scope depth.
+    Otherwise an async resource that may hold a cancel scope across its ``yield`` gets a
+    task of its own all the same (`hold`), wherever it is resolved from.
+    """
+
+    __slots__ = ("closed", "deadline", "group", "guard")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deadline = math.inf  # the call's `call_timeout` deadline, once resolving
+        self.group: TaskGroup | None = None
+        self.guard: Any = None  # from `begin`: a mark (asyncio) or an entered cancel scope
+        self.closed = False  # set when the call's block ends; see `enter`
+
+    async def open(self, *, holders: bool) -> None:
+        """Enter the call's scope (with a task group if *holders*), in the caller's task."""
+        if holders:
+            group = anyio.create_task_group()
+            await group.__aenter__()
+            self.group = group
+        else:
+            self.guard = begin()
+
+    async def close(self, exc: BaseException | None) -> None:
+        """Close every resource (see `close_resources`), report errors, leave the scope."""
+        self.closed = True
+        guard = self.guard
+        if guard.__class__ is tuple:  # shielded once needed (see `resolvent._shield`)
+            self.guard = None
+            left = close_now(self, exc, guard)
+            if left is not None:
+                settle(exc, await left)
+            return
+        if guard is not None:
+            guard.shield = True
+        try:
+            settle(exc, await close_resources(self, exc, shield=guard is None))
+        except BaseException as error:
+            await self._leave(error)
+            raise
+        await self._leave(exc)
+
+    async def _leave(self, failing: BaseException | None) -> None:
+        guard, self.guard = self.guard, None
+        if guard is not None:
+            guard.__exit__(None, None, None)
+        group, self.group = self.group, None
+        if group is None:
+            return
+        # Every holder task has finished by now, so this only leaves the group. Its exit
+        # is a checkpoint: a pending cancellation must not replace the exception already
+        # on its way out (cancellation is re-delivered at the next checkpoint anyway).
+        try:
+            await group.__aexit__(None, None, None)
+        except anyio.get_cancelled_exc_class():
+            if failing is None:
+                raise
+
+
+class Held:
+    """A resource held open by a task of its own (`resolvent._resources.hold`): it
+    closes itself, in that task."""
+
+    __slots__ = ()
+
+    async def close(self, exc: BaseException | None) -> None:
+        raise NotImplementedError
+
+
+async def close_resources(
+    exits: list[tuple[Step, Any]], exc: BaseException | None, *, shield: bool = True
+) -> list[BaseException]:
+    """Run every finalizer in reverse order, each to completion even under cancellation.
+
+    With *shield* false the caller has already shielded the scope the resources were
+    set up in.
+    """
+    errors: list[BaseException] = []
+    # No new scope unless asked: a provider's own scopes must be left where entered.
+    with anyio.CancelScope(shield=True) if shield else contextlib.nullcontext():
+        while exits:
+            step, obj = exits.pop()
+            try:
+                await finalize(step, obj, exc)
+            except BaseException as error:
+                logger.failed("resolvent: teardown of %s failed", step.name, error=error)
+                errors.append(error)
+    return errors
+
+
+async def close_guarded(
+    exits: list[tuple[Step, Any]], exc: BaseException | None, guard: Any
+) -> list[BaseException]:
+    """`close_resources` under *guard*, a cancel scope entered below every resource when
+    the lazy shield is not available (`resolvent._shield.eager`): shielded, then left."""
+    guard.shield = True
+    try:
+        return await close_resources(exits, exc, shield=False)
+    finally:
+        guard.__exit__(None, None, None)
+
+
+def close_now(
+    exits: list[tuple[Step, Any]], exc: BaseException | None, guard: Any
+) -> Coroutine[Any, Any, list[BaseException]] | None:
+    """Close what closes without suspending, for generated code; None if that was all.
+
+    Otherwise returns what closes the rest, which returns the errors. *guard* comes from
+    `resolvent._shield.begin` before the first setup: on asyncio a mark where the teardown
+    shield goes once a finalizer needs it (see `resolvent._shield`); else a cancel scope
+    entered below every resource (as a call scope's `Exits` does), for `close_guarded`.
+    """
+    if guard.__class__ is not tuple:
+        return close_guarded(exits, exc, guard)
+    mark = guard[0]
+    while exits:
+        step, obj = exits[-1]
+        if step.kind is not Kind.ASYNC_GENERATOR or (mark is not None and outer_cancelled(mark)):
+            return close_rest(exits, exc, mark, None)
+        del exits[-1]
+        finalizer = obj.__anext__() if exc is None else obj.athrow(exc)
+        try:
+            pending = finalizer.send(None)
+        except StopAsyncIteration:  # closed; it cannot have been cancelled: it never suspended
+            continue
+        except BaseException as error:
+            return close_rest(exits, exc, mark, (step, obj, None, error))
+        return close_rest(exits, exc, mark, (step, obj, finalizer, pending))
+    return None
+
+
+async def close_rest(
+    exits: list[tuple[Step, Any]],
+    exc: BaseException | None,
+    mark: Any,
+    started: tuple[Step, Any, Any, Any] | None,
+) -> list[BaseException]:
+    """The rest of `close_now`: the shield goes in at *mark* once a finalizer needs it.
+
+    *started* is a generator finalizer that `close_now` began: ``(step, generator,
+    finalizer, pending)`` if it suspended on *pending*, ``(step, generator, None, error)``
+    if it raised *error* (StopIteration: it yielded again).
+    """
+    errors: list[BaseException] = []
+    shield: Any = None
+    try:
+        while started is not None or exits:
+            if started is not None:
+                (step, obj, finalizer, pending), started = started, None
+            else:
+                (step, obj), finalizer, pending = exits.pop(), None, _UNSTARTED
+            generator = step.kind is Kind.ASYNC_GENERATOR
+            try:
+                if pending is _UNSTARTED:
+                    if generator:
+                        finalizer = obj.__anext__() if exc is None else obj.athrow(exc)
+                    else:
+                        finalizer = finalize(step, obj, exc)
+                    if shield is None and outer_cancelled(mark):
+                        shield = insert(mark)
+                    if shield is not None:
+                        await finalizer
+                        finalizer = None  # done (a generator: it yielded again)
+                    else:
+                        try:
+                            pending = finalizer.send(None)
+                        except StopIteration:  # done without suspending (or yielded)
+                            finalizer = None
+                elif finalizer is None and pending.__class__ is not StopIteration:
+                    raise pending  # `close_now` saw its first step raise this
+                if finalizer is not None:
+                    # It suspends: shield it before the loop can deliver a cancellation,
+                    # unless it has itself just cancelled a scope around the call.
+                    if shield is None and not outer_cancelled(mark):
+                        shield = insert(mark)
+                    await resume(finalizer, pending)
+                if generator:  # it yielded again
+                    await obj.aclose()
+                    raise RuntimeError(_YIELDED_TWICE.format(step.name))
+            except BaseException as error:
+                _failed(step, error, exc, errors)
+    finally:
+        if shield is not None:
+            shield.__exit__(None, None, None)
+    return errors
+
+
+def _failed(
+    step: Step, error: BaseException, exc: BaseException | None, errors: list[BaseException]
+) -> None:
+    """Record a generator finalizer's outcome: closed (StopAsyncIteration), the call's
+    own *exc* coming back, or an error of its own (logged and collected)."""
+    if error.__class__ is StopAsyncIteration and step.kind is Kind.ASYNC_GENERATOR:
+        return
+    if exc is not None and _only(error, exc):
+        return
+    logger.failed("resolvent: teardown of %s failed", step.name, error=error)
+    errors.append(error)
+
+
+_YIELDED_TWICE = "{} yielded more than once; a provider yields exactly one value"
+_UNSTARTED: Any = object()  # a finalizer `close_rest` has yet to make and start
+
+
+async def finalize(step: Step, obj: Any, exc: BaseException | None) -> None:
+    """Tear one resource down; the scope's own exception *exc* coming back is no error."""
+    if isinstance(obj, Held):
+        await obj.close(exc)
+        return
+    if obj.__class__ is Restore:
+        obj.undo()
+        return
+    try:
+        kind = step.kind
+        if kind is Kind.ASYNC_GENERATOR:
+            await _finalize_async_generator(step, obj, exc)
+        elif kind is Kind.ASYNC_CONTEXT_MANAGER:
+            await obj.__aexit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+        elif step.inline:
+            finalize_sync(step, obj, exc)
+        else:
+            await anyio.to_thread.run_sync(finalize_sync, step, obj, exc)
+    except BaseException as error:
+        if exc is not None and _only(error, exc):
+            return
+        raise
+
+
+def _only(error: BaseException, exc: BaseException) -> bool:
+    """True if *error* is *exc* itself, or a group (a task group's) holding only *exc*."""
+    if error is exc:
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        group = cast("BaseExceptionGroup[BaseException]", error)
+        return all(_only(inner, exc) for inner in group.exceptions)
+    return False
+
+
+async def _finalize_async_generator(step: Step, obj: Any, exc: BaseException | None) -> None:
+    try:
+        if exc is None:
+            await obj.__anext__()
+        else:
+            await obj.athrow(exc)
+    except StopAsyncIteration:
+        return
+    await obj.aclose()
+    raise RuntimeError(_YIELDED_TWICE.format(step.name))
+
+
+def finalize_sync(step: Step, obj: Any, exc: BaseException | None) -> None:
+    if obj.__class__ is InContext:
+        obj.context.run(finalize_sync, step, obj.obj, exc)
+        return
+    if step.kind is Kind.CONTEXT_MANAGER:
+        obj.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+        return
+    try:
+        if exc is None:
+            next(obj)
+        else:
+            obj.throw(exc)
+    except StopIteration:
+        return
+    obj.close()
+    raise RuntimeError(_YIELDED_TWICE.format(step.name))
+
+
+def settle(exc: BaseException | None, errors: list[BaseException]) -> None:
+    """Report finalizer *errors*: as notes on *exc* if the scope failed, else raised."""
+    if exc is not None:
+        for error in errors:
+            exc.add_note(f"resolvent: a finalizer also failed during teardown: {error!r}")
+        return
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise BaseExceptionGroup("several finalizers failed during teardown", errors)
