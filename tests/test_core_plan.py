@@ -169,3 +169,25 @@ def test_ten_thousand_node_cycle_is_reported_without_recursion() -> None:
     with pytest.raises(InvalidSignature, match="dependency cycle") as info:
         container.compile(handler)
     assert str(info.value).count(" -> ") >= 10_000
+
+
+def test_thread_steps_stay_adjacent_when_a_loop_step_becomes_ready_between_them() -> None:
+    # d (async) becomes ready once a (sync) has run; c (sync) is ready too: running c
+    # right after a keeps both in one worker-thread hop.
+    def a() -> int:
+        return 1
+
+    async def d(x: Annotated[int, Resolve(a)]) -> int:
+        return x
+
+    def c() -> int:
+        return 2
+
+    async def handler(x: Annotated[int, Resolve(d)], y: Annotated[int, Resolve(c)]) -> int:
+        return x + y
+
+    container = Container()
+    order = [step.fn.__name__ for step in container.compile(handler).steps]
+    assert order == ["a", "c", "d"]
+    run_source = container.compile(handler).source().partition("async def resolve(")[0]
+    assert run_source.count("await in_thread(") + run_source.count("await to_thread(") == 1

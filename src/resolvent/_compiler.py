@@ -1,30 +1,38 @@
-"""The graph compiler: walk a function's resolvers, validate the graph, sort it.
+"""The graph compiler: walk a function's resolvers into the steps of a plan.
 
-The walk is iterative (a 10,000-resolver chain compiles at the default recursion
-limit). Every mistake is an `InvalidSignature` whose text names the functions, the
-parameter, the path from the compiled function, and a fix.
+Owns the walk (iterative: a 10,000-resolver chain compiles at the default recursion limit)
+and the building of steps; the checks and their messages are `_checks`, the order
+`_toposort`. Never runs anything and never imports what runs plans.
 """
 
 from __future__ import annotations
 
 import functools
-import heapq
-import re
 import types
 import typing
 from collections.abc import Callable, Hashable
 from typing import Any, get_args, get_origin
 
-from ._annotations import NO_DEFAULT, Unresolved, type_name, unresolved_error
-from ._errors import InvalidSignature, ResolventError
-from ._kinds import Kind, entered_class, enters_unknown
+from ._annotations import NO_DEFAULT, type_name
+from ._checks import (
+    ambiguous,
+    captive_source,
+    check_asks,
+    check_lifetime,
+    check_type,
+    cycle,
+    name_of,
+    no_provider,
+    refuse_unclosable,
+    unclassifiable,
+)
 from ._markers import Resolve, is_inline
 from ._plan import Input, Step
 from ._record import field, record
 from ._registry import Provider, Registry, read, resolver_key
 from ._scopes import Scope
 from ._signature import FunctionInfo, Param
-from ._typecheck import accepted_data, may_hold
+from ._toposort import toposort
 
 __all__ = ("NO_OVERRIDES", "Graph", "Overrides", "build_graph")
 
@@ -83,6 +91,9 @@ class _Node:
 
 
 class _Compiler:
+    """One compilation: the walk from the root's markers, each resolver read once (a node),
+    then the steps in topological order."""
+
     def __init__(
         self,
         fn: Callable[..., Any],
@@ -120,28 +131,9 @@ class _Compiler:
                         return declared
         return None
 
-    def path(self, key: Hashable | None, param: str = "") -> str:
-        hops: list[str] = []
-        while key is not None and len(hops) < 24:
-            node = self.nodes[key]
-            hops.append(node.name + (f"({param}=...)" if param else ""))
-            param, key = node.param, node.parent
-        hops.append(f"{self.root.name}({param}=...)")
-        return " -> ".join(reversed(hops))
-
-    def names(self, key: Hashable | None) -> tuple[str, ...]:
-        """The functions from the compiled one down to *key*, for drawing errors."""
-        names: list[str] = []
-        while key is not None:
-            node = self.nodes[key]
-            names.append(node.name)
-            key = node.parent
-        names.append(self.root.name)
-        return tuple(reversed(names))
-
     def target(self, param: Param, marker: Resolve, consumer: Hashable | None) -> Hashable:
         """The node for *marker* on *param* of *consumer*, created if new."""
-        where = f"parameter {param.name!r} of {self._name(consumer)}"
+        where = f"parameter {param.name!r} of {name_of(self, consumer)}"
         replaced: int | None = None
         if marker.fn is None:
             fn, replaced = self._by_type(param, where, consumer)
@@ -182,38 +174,8 @@ class _Compiler:
         if len(offered) == 1:
             return offered[0].fn, None
         if not offered:
-            raise InvalidSignature(
-                f"{where} asks for Resolve() by type {type_name(tp)}, but no provider offers it.\n"
-                f"  path: {self.path(consumer, param.name)}\n"
-                f"{self._entering(tp)}"
-                f"  fix: register one (`@container.provider(...)` on a function returning "
-                f"{type_name(tp)}, or `provides={type_name(tp)}`), or name it: Resolve(fn)"
-            )
-        names = ", ".join(p.info.name for p in offered)
-        first = getattr(offered[0].fn, "__name__", offered[0].info.name)  # partials have none
-        raise InvalidSignature(
-            f"{where} asks for Resolve() by type {type_name(tp)}, which {len(offered)} providers "
-            f"offer: {names}.\n"
-            f"  path: {self.path(consumer, param.name)}\n"
-            f"  fix: name the one you mean: "
-            f"Annotated[{type_name(tp)}, Resolve({first})]"
-        )
-
-    def _entering(self, tp: Any) -> str:
-        """A note naming the providers that return *tp*, a context manager, but offer what
-        entering it gives; empty when there are none."""
-        notes = [
-            f"  note: {p.info.name} returns {type_name(tp)}, a context manager, so it offers "
-            f"what entering it gives, {type_name(p.info.provides)}; to offer the "
-            f"{type_name(tp)} itself, not entered, annotate it `-> Any` and register it "
-            f"with `provides={type_name(tp)}`\n"
-            for p in self.registry.by_key.values()
-            if entered_class(p.info.fn, p.info.kind) == tp
-        ]
-        return "".join(notes)
-
-    def _name(self, key: Hashable | None) -> str:
-        return self.root.name if key is None else self.nodes[key].name
+            raise no_provider(self, self.registry, where, tp, consumer, param.name)
+        raise ambiguous(self, offered, where, tp, consumer, param.name)
 
     def expand(self, key: Hashable) -> list[tuple[Param, Hashable]]:
         """Classify every parameter of one resolver; return its resolver edges."""
@@ -231,15 +193,15 @@ class _Compiler:
         for param in info.params:
             if param.marker is not None:
                 child = self.target(param, param.marker, key)
-                self._check_type(key, param, self.nodes[child])
-                self._check_lifetime(node, param, self.nodes[child])
+                check_type(self, key, param, self.nodes[child])
+                check_lifetime(self, node, param, self.nodes[child])
                 edges.append((param, child))
                 node.inputs.append((param, child))
                 continue
             declared = self.value_type(param.bare)
             if declared is not None:
                 if scope > Scope.CALL:
-                    self._captive_source(node, param, f"the framework value {type_name(declared)}")
+                    captive_source(self, node, param, f"the framework value {type_name(declared)}")
                 node.inputs.append(Input(param.name, "value", value_type=declared))
                 values.append(declared)
                 continue
@@ -247,7 +209,7 @@ class _Compiler:
             root_param = self.root_args.get(param.name)
             if root_param is not None:
                 if scope > Scope.CALL:
-                    self._captive_source(node, param, f"the call argument {param.name!r}")
+                    captive_source(self, node, param, f"the call argument {param.name!r}")
                 default = (
                     root_param.default if root_param.default is not NO_DEFAULT else param.default
                 )
@@ -255,7 +217,7 @@ class _Compiler:
                 continue
             if param.default is not NO_DEFAULT:
                 continue
-            self._unclassifiable(node, param)
+            unclassifiable(self, node, param, self.root_args, self.value_types)
         node.edges = edges
         if memo is not None and not any(self.nodes[c].replaced is not None for _, c in edges):
             if len(memo) >= 4096:
@@ -279,197 +241,7 @@ class _Compiler:
         node.edges = list(edges)
         return node.edges
 
-    def _unclassifiable(self, node: _Node, param: Param) -> None:
-        if isinstance(param.bare, Unresolved):
-            raise unresolved_error(
-                node.provider.fn, param.name, param.bare.name, "its type to classify it"
-            )
-        args = ", ".join(self.root_args) or "none"
-        values = ", ".join(type_name(v) for v in self.value_types) or "none"
-        raise InvalidSignature(
-            f"cannot resolve parameter {param.name!r} of {node.name}.\n"
-            f"  path: {self.path(node.key, param.name)}\n"
-            f"  it is not Annotated[..., Resolve(...)], not a call argument of {self.root.name} "
-            f"(those are: {args}), not a declared framework value (declared: {values}), "
-            "and it has no default.\n"
-            f"  fix: annotate it "
-            f"`{param.name}: Annotated[{type_name(param.bare)}, Resolve(provider)]`, "
-            f"declare its type with container.add_value_type(...), or give it a default"
-        )
-
-    def _check_type(self, consumer: Hashable | None, param: Param, child: _Node) -> None:
-        """Refuse `Annotated[T, Resolve(fn)]` when fn's declared type can never be a T."""
-        info = child.provider.info
-        if (
-            child.replaced  # a fake stands in: its types are the test's business
-            or param.marker is None
-            or param.marker.fn is None  # found by type: compatible by construction
-            or (isinstance(info.fn, type) and info.kind is Kind.SYNC and _is_cm_class(info.fn))
-            or enters_unknown(info.kind, info.provides)
-        ):
-            return
-        if param.outcome is not None or info.may_ask:
-            self._check_answer(consumer, param, info)
-            return
-        if may_hold(param.bare, info.provides):
-            return
-        wanted, provided = type_name(param.bare), type_name(info.provides)
-        produces = "yields" if info.kind.is_resource else "returns"
-        short = getattr(info.fn, "__name__", None) or info.name
-        entered = entered_class(info.fn, info.kind)
-        if entered is not None and may_hold(param.bare, entered):
-            self._entered_instead(consumer, param, info, entered)
-        raise InvalidSignature(
-            f"parameter {param.name!r} of {self._name(consumer)} expects {wanted}, but its "
-            f"resolver {info.name} {produces} {provided}.\n"
-            f"  path: {self.path(consumer, param.name)}\n"
-            f"  fix: annotate it `{param.name}: Annotated[{provided}, Resolve({short})]`, "
-            f"or make {info.name} {produces[:-1]} {wanted}"
-        )
-
-    def _refuse_unclosable(self, node: _Node, taint: frozenset[int]) -> None:
-        """Refuse an async APP/SESSION resource built from a plain ``with`` override: leaving
-        the block could not await its close, so it would stay open until its scope closes."""
-        provider, kind = node.provider, node.provider.info.kind
-        plain = sorted(taint & self.overrides.plain.keys())
-        if not plain or provider.scope is Scope.CALL or not (kind.is_resource and kind.is_async):
-            return
-        block = self.overrides.plain[plain[0]]
-        raise ResolventError(
-            f"{node.name} ({provider.scope!r}) is an async resource built from the replacement "
-            f"of `with {block}:`, a plain `with` block: leaving it cannot await the resource's "
-            f"close, so it would stay open until the {provider.scope.name} scope closes.\n"
-            f"  path: {self.path(node.key)}\n"
-            f"  fix: `async with {block}:`; in pytest, enter it in an async fixture, or use the "
-            "resolvent_override fixture in an anyio test (it closes the block asynchronously)"
-        )
-
-    def _check_answer(self, consumer: Hashable | None, param: Param, info: FunctionInfo) -> None:
-        """Refuse a consumer whose T cannot hold what a resolver that may ask gives: the
-        answer's schema (``S`` in ``Elicit[S]``) and the value it returns when it does
-        not ask. An outcome consumer (``ElicitationResult[T]``, ``Accepted[T]``) is
-        judged by its ``T``."""
-        wanted = param.bare if param.outcome is None else accepted_data(param.bare)
-        answer = info.asks if info.may_ask else NO_DEFAULT
-        # With an unknown answer (``Sample | dict``: the core cannot tell what a Sample is
-        # answered with) the other arm alone decides nothing, as the SDK accepts it.
-        plain = (
-            NO_DEFAULT if info.may_ask and answer in (NO_DEFAULT, info.provides) else info.provides
-        )
-        arms = [t for t in (plain, answer) if t is not NO_DEFAULT]
-        # One related arm is enough, as for a resolver declaring a union.
-        if not arms or may_hold(wanted, typing.Union[tuple(arms)]):  # noqa: UP007
-            return
-        want, short = type_name(wanted), getattr(info.fn, "__name__", None) or info.name
-        gives: list[str] = []
-        if plain is not NO_DEFAULT:
-            gives.append(
-                f"returns {type_name(plain)}" + (" when it does not ask" if arms[1:] else "")
-            )
-        if answer is not NO_DEFAULT:
-            gives.append(f"asks a question whose accepted answer is a {type_name(answer)}")
-        given = " | ".join(type_name(t) for t in arms)
-        if param.outcome is None:
-            expects, annotated = want, given
-        else:  # the consumer's own outcome form, with the data type the resolver gives
-            form = type_name(param.bare)
-            expects = f"{form} (accepted data: {want})"
-            annotated = re.sub(rf"(?<![\w.]){re.escape(want)}(?![\w.])", given, form)
-        if answer is NO_DEFAULT:
-            change = f", or make {short} return {want}"
-        elif isinstance(wanted, type) and hasattr(wanted, "model_validate"):  # a schema
-            change = f", or make {short} ask for a {want}: `Elicit(message, {want})`"
-        else:
-            change = ""
-        raise InvalidSignature(
-            f"parameter {param.name!r} of {self._name(consumer)} expects {expects}, but its "
-            f"resolver {info.name} {' and '.join(gives)}.\n"
-            f"  path: {self.path(consumer, param.name)}\n"
-            f"  fix: annotate it `{param.name}: Annotated[{annotated}, Resolve({short})]`{change}"
-        )
-
-    def _entered_instead(
-        self, consumer: Hashable | None, param: Param, info: FunctionInfo, entered: Any
-    ) -> None:
-        """The consumer wants the context manager itself; the provider injects what
-        entering it gives."""
-        cls, method = type_name(entered), "__aenter__" if info.kind.is_async else "__enter__"
-        short = getattr(info.fn, "__name__", None) or info.name
-        raise InvalidSignature(
-            f"parameter {param.name!r} of {self._name(consumer)} expects {type_name(param.bare)}, "
-            f"but its resolver {info.name} returns {cls}, a context manager: resolvent enters "
-            f"it for the scope and injects what {method} gives, {type_name(info.provides)}.\n"
-            f"  path: {self.path(consumer, param.name)}\n"
-            f"  fix: to inject the {cls} itself, not entered, annotate {short} `-> Any` "
-            f"instead of `-> {cls}` (and register it with `provides={cls}` to find it by "
-            f"type); to use what it enters, annotate it "
-            f"`{param.name}: Annotated[{type_name(info.provides)}, Resolve({short})]`"
-        )
-
-    def _check_lifetime(self, node: _Node, param: Param, child: _Node) -> None:
-        outer, inner = node.provider.scope, child.provider.scope
-        if inner >= outer:
-            return
-        raise InvalidSignature(
-            f"captive dependency: {node.name} ({outer!r}) depends on {child.name} ({inner!r}) "
-            f"through parameter {param.name!r}.\n"
-            f"  path: {self.path(node.key, param.name)} -> {child.name}\n"
-            f"  a {outer!r} value outlives every {inner.name} scope, so it would keep the first "
-            f"{inner.name}'s {child.name} forever.\n"
-            f"  fix: register {child.name} with scope={outer!r} or longer, or register "
-            f"{node.name} with scope={inner!r}",
-            path=(*self.names(node.key), child.name),
-            offending=1,
-        )
-
-    def _captive_source(self, node: _Node, param: Param, what: str) -> None:
-        scope = node.provider.scope
-        raise InvalidSignature(
-            f"captive dependency: {node.name} ({scope!r}) takes {what} through parameter "
-            f"{param.name!r}, but that only exists for one call.\n"
-            f"  path: {self.path(node.key, param.name)}\n"
-            f"  fix: register {node.name} with scope=Scope.CALL, or move the use of "
-            f"{param.name!r} into a CALL-scoped resolver that depends on it"
-        )
-
-    def _check_asks(self, node: _Node) -> None:
-        info, scope = node.provider.info, node.provider.scope
-        if scope > Scope.CALL and info.may_ask and info.provides is not NO_DEFAULT:
-            returns = info.provides
-            if (
-                returns is not Any
-                and returns is not object
-                and not isinstance(returns, typing.TypeVar)
-            ):
-                raise InvalidSignature(
-                    f"{node.name} is registered with scope={scope!r} but may return a question; "
-                    "only CALL-scoped resolvers may ask.\n"
-                    "  fix: move the question into a CALL-scoped resolver that depends on "
-                    f"{node.name}"
-                )
-
     # -- the walk --------------------------------------------------------------------
-
-    def cycle(self, stack: list[tuple[Hashable, int]], child: Hashable) -> InvalidSignature:
-        keys = [key for key, _ in stack]
-        start = keys.index(child)
-        hops: list[str] = []
-        for key, index in stack[start:]:
-            param = self.expand(key)[index - 1][0].name
-            hops.append(f"{self.nodes[key].name}({param}=...)")
-        hops.append(self.nodes[child].name)
-        return InvalidSignature(
-            f"dependency cycle: {' -> '.join(hops)}.\n"
-            f"  path: {self.path(stack[start][0])}\n"
-            "  fix: break the cycle: one of these resolvers must not depend on the others "
-            "(pass the value as a call argument, or split the resolver in two)",
-            path=(
-                *self.names(stack[start][0]),
-                *(self.nodes[k].name for k, _ in stack[start + 1 :]),
-                self.nodes[child].name,
-            ),
-            offending=len(stack) - start,
-        )
 
     def run(self) -> Graph:
         root_inputs: list[Input | tuple[Param, Hashable]] = []
@@ -487,7 +259,7 @@ class _Compiler:
                     root_inputs.append(Input(param.name, "value", value_type=declared))
                 continue
             start = self.target(param, param.marker, None)
-            self._check_type(None, param, self.nodes[start])
+            check_type(self, None, param, self.nodes[start])
             root_inputs.append((param, start))
             if state.get(start) == 2:
                 continue
@@ -504,55 +276,19 @@ class _Compiler:
                         state[child] = 1
                         stack.append((child, 0))
                     elif seen == 1:
-                        raise self.cycle(stack, child)
+                        raise cycle(self, stack, child)
                 else:
                     state[key] = 2
-                    self._check_asks(self.nodes[key])
+                    check_asks(self.nodes[key])
                     post.append(key)
                     stack.pop()
-        order = self.sort(post)
+        nodes = self.nodes
+        order = toposort(
+            post,
+            lambda key: {c for _, c in nodes[key].edges or ()},
+            lambda key: _threaded(nodes[key]),
+        )
         return self.build(order, root_inputs, tuple(arguments))
-
-    def sort(self, post: list[Hashable]) -> list[Hashable]:
-        """Topological order (Kahn) that keeps worker-thread steps adjacent.
-
-        Adjacent sync steps share one thread hop, so among ready steps the sort prefers
-        to continue a run of thread steps, and otherwise runs loop steps first.
-        """
-        rank = {key: i for i, key in enumerate(post)}
-        pending = {key: len({c for _, c in self.nodes[key].edges or ()}) for key in post}
-        consumers: dict[Hashable, list[Hashable]] = {key: [] for key in post}
-        for key in post:
-            for child in {c for _, c in self.nodes[key].edges or ()}:
-                consumers[child].append(key)
-        threaded: list[int] = []
-        other: list[int] = []
-
-        def push(key: Hashable) -> None:
-            provider = self.nodes[key].provider
-            is_thread = provider.info.kind.value == "function" and not provider.inline
-            heapq.heappush(
-                threaded if is_thread and provider.scope is Scope.CALL else other, rank[key]
-            )
-
-        for key in post:
-            if pending[key] == 0:
-                push(key)
-        order: list[Hashable] = []
-        last_threaded = False
-        while threaded or other:
-            if threaded and (last_threaded or not other):
-                key = post[heapq.heappop(threaded)]
-                last_threaded = True
-            else:
-                key = post[heapq.heappop(other)]
-                last_threaded = False
-            order.append(key)
-            for consumer in consumers[key]:
-                pending[consumer] -= 1
-                if pending[consumer] == 0:
-                    push(consumer)
-        return order
 
     def build(
         self,
@@ -578,7 +314,7 @@ class _Compiler:
             )
             if taint:
                 taints[key] = taint
-                self._refuse_unclosable(node, taint)
+                refuse_unclosable(self, node, taint, self.overrides.plain)
             base = _wire_base(node.provider.fn)
             count = wire_seen.get(base, 0)
             wire_seen[base] = count + 1
@@ -635,9 +371,14 @@ def build_graph(
     return _Compiler(fn, registry, overrides, value_types).run()
 
 
-def _is_cm_class(cls: type) -> bool:
-    """A class whose instances are context managers: the value is what it enters."""
-    return hasattr(cls, "__enter__") or hasattr(cls, "__aenter__")
+def _threaded(node: _Node) -> bool:
+    """Whether *node*'s step runs in a worker thread (a plain sync CALL function)."""
+    provider = node.provider
+    return (
+        provider.info.kind.value == "function"
+        and not provider.inline
+        and provider.scope is Scope.CALL
+    )
 
 
 def _wire_base(fn: Any) -> str:
