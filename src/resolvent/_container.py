@@ -30,28 +30,20 @@ import anyio
 
 from ._annotations import type_name
 from ._cache import LiveScope
+from ._codegen import generate
 from ._compiler import NO_OVERRIDES, Overrides, build_graph
 from ._context import InContext
 from ._errors import AnswerTimeout, ResolventError
-from ._executor import (
-    MISSING,
-    PLAN_CODE,
-    Rounds,
-    Sharing,
-    _run_step,
-    cold_runner,
-    cold_shape,
-    generate,
-    interpret,
-    is_cold,
-    timed_out,
-)
+from ._executor import PLAN_CODE, cold_runner, cold_shape, is_cold, timed_out
+from ._interpreter import interpret, run_step
 from ._kinds import Kind
 from ._markers import Resolve, is_inline
 from ._plan import Plan, Step
 from ._questions import Asker
 from ._registry import Registry, read, resolver_key
+from ._rounds import Rounds
 from ._scopes import Scope
+from ._sharing import MISSING, Sharing
 from ._teardown import Exits, close_resources, finalize_sync, settle
 from ._threads import abandonable
 
@@ -403,7 +395,7 @@ class Container:
         vals: list[Any] = [MISSING] * len(plan.steps)
         for step in plan.steps:
             try:
-                vals[step.index] = await _run_step(
+                vals[step.index] = await run_step(
                     step, vals, cast(Any, None), EMPTY, EMPTY, app, None
                 )
             except Exception as error:
@@ -981,7 +973,7 @@ class Call:
         )
         self.exits: list[tuple[Step, Any]] = Exits()
         self.cache: dict[Hashable, Any] = {}
-        # Several tasks may resolve in one call at once (see `resolvent._executor.Sharing`):
+        # Several tasks may resolve in one call at once (see `resolvent._sharing.Sharing`):
         # the generated resolution in flight, and what the others share.
         self.flight: Plan | None = None
         self.sharing: Sharing | None = None
@@ -1134,7 +1126,7 @@ class Call:
         return True
 
     def _land(self, plan: Plan) -> None:
-        """The flight ended with no CALL value to record, or failed before `_fail` saw it."""
+        """The flight ended with no CALL value to record, or failed before `fail` saw it."""
         if self.flight is plan:
             self.flight = None
             if self.sharing is not None:

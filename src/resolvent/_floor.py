@@ -22,7 +22,7 @@ from typing import Any
 import anyio.to_thread
 
 from ._annotations import NO_DEFAULT
-from ._executor import _blocks  # pyright: ignore[reportPrivateUsage]
+from ._codegen import _blocks  # pyright: ignore[reportPrivateUsage]
 from ._kinds import Kind
 from ._plan import Input, Plan, Step
 from ._questions import as_outcome

@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 
 from ._annotations import NO_DEFAULT
-from ._executor import generate
+from ._codegen import generate
 from ._kinds import Kind
 from ._plan import Plan, Step
 from ._scopes import Scope

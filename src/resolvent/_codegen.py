@@ -1,0 +1,388 @@
+"""The code generator: turns a plan into straight-line Python (``run``, ``direct``,
+``resolve``) whose failures map back to their steps by line. It never interprets a plan.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._annotations import NO_DEFAULT
+from ._failures import fail
+from ._kinds import Kind
+from ._questions import QUESTION_KINDS, Answered, as_outcome
+from ._resources import enter, hold, open_resource, plain_cell
+from ._rounds import ask
+from ._scopes import Scope
+from ._sharing import MISSING
+from ._shield import begin, outer_cancelled
+from ._teardown import close_now, close_rest, settle
+from ._threads import abandonable, in_thread
+
+if TYPE_CHECKING:
+    from ._plan import Input, Step
+
+__all__ = ("direct_shape", "generate")
+
+_counter = itertools.count()
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.line_steps: dict[int, int] = {}
+        self.namespace: dict[str, Any] = {}
+        self._names: dict[int, str] = {}
+
+    def const(self, prefix: str, value: Any) -> str:
+        name = self._names.get(id(value))
+        if name is None or self.namespace.get(name) is not value:
+            name = f"{prefix}{len(self.namespace)}"
+            self.namespace[name] = value
+            self._names[id(value)] = name
+        return name
+
+    def emit(self, text: str, step: int = -1) -> None:
+        self.lines.append(text)
+        if step >= 0:
+            self.line_steps[len(self.lines)] = step
+
+
+def _expr(w: _Writer, item: Input, steps: tuple[Step, ...], consumer: str) -> str:
+    if item.source == "arg":
+        if item.default is NO_DEFAULT:
+            return f"args[{item.arg!r}]"
+        return f"args.get({item.arg!r}, {w.const('D', item.default)})"
+    if item.source == "value":
+        return f"values[{w.const('T', item.value_type)}]"
+    var = f"v{item.step}"
+    if item.outcome is not None:
+        return f"{w.const('C', item.outcome.convert)}(as_outcome({var}))"
+    if steps[item.step].may_ask:
+        return (
+            f"({var}.unwrap({item.name!r}, {consumer!r}) if {var}.__class__ is Answered else {var})"
+        )
+    return var
+
+
+def _call_args(
+    w: _Writer, step_inputs: tuple[Input, ...], steps: tuple[Step, ...], consumer: str
+) -> str:
+    return ", ".join(f"{item.name}={_expr(w, item, steps, consumer)}" for item in step_inputs)
+
+
+def _blocks(steps: tuple[Step, ...]) -> list[list[Step]]:
+    """Group the steps: runs of worker-thread steps share one block (one hop)."""
+    blocks: list[list[Step]] = []
+    for step in steps:
+        joins = (
+            step.threaded
+            and step.scope is Scope.CALL
+            and blocks
+            and blocks[-1][-1].threaded
+            and blocks[-1][-1].scope is Scope.CALL
+            and not blocks[-1][-1].may_ask
+        )
+        if joins:
+            blocks[-1].append(step)
+        else:
+            blocks.append([step])
+    return blocks
+
+
+def _fusable(blocks: list[list[Step]], inputs: tuple[Input, ...], steps: tuple[Step, ...]) -> bool:
+    """Whether a threaded handler can be called in the hop of the plan's last block: that
+    block runs in a thread, asks nothing, and the handler's inputs need no conversion."""
+    if not blocks:
+        return False
+    last = blocks[-1]
+    return (
+        last[0].threaded
+        and last[0].scope is Scope.CALL
+        and not last[-1].may_ask
+        and all(
+            i.source != "step" or (i.outcome is None and not steps[i.step].may_ask) for i in inputs
+        )
+    )
+
+
+def _root_spread(w: _Writer, inputs: tuple[Input, ...], steps: tuple[Step, ...], root: str) -> str:
+    """The handler's arguments: the call's own, then the injected ones."""
+    root_kwargs = ", ".join(f"{i.name}={_expr(w, i, steps, root)}" for i in inputs)
+    return f"**args, {root_kwargs}" if root_kwargs else "**args"
+
+
+def _root_call(
+    w: _Writer,
+    inputs: tuple[Input, ...],
+    steps: tuple[Step, ...],
+    root: str,
+    names: tuple[str, ...],
+) -> tuple[str, str]:
+    """The test, and the handler's arguments, for passing the call's arguments by name
+    when they are exactly its own (*names*): a ``**`` spread costs more than the rest of
+    a one-resolver call. Anything else is spread as given (`_root_spread`), so a missing
+    or unexpected argument fails in the handler's call as it would without a container."""
+    named = [f"{n}=args[{n!r}]" for n in names]
+    named += [f"{i.name}={_expr(w, i, steps, root)}" for i in inputs]
+    test = " and ".join([f"len(args) == {len(names)}", *(f"{n!r} in args" for n in names)])
+    return ("not args" if not names else test), ", ".join(named)
+
+
+def direct_shape(steps: tuple[Step, ...]) -> bool:
+    """True if generated code can run *steps* without a call scope: every CALL resource
+    is set up and torn down in the caller's task (async, or sync run inline)."""
+    return all(
+        s.kind is Kind.ASYNC_GENERATOR or s.kind is Kind.ASYNC_CONTEXT_MANAGER or s.inline
+        for s in steps
+        if s.scope is Scope.CALL and s.kind.is_resource
+    ) and all(s.scope is not Scope.SESSION for s in steps)
+
+
+def generate(
+    plan_ref: list[Any],
+    name: str,
+    root_is_async: bool,
+    steps: tuple[Step, ...],
+    inputs: tuple[Input, ...],
+    arguments: tuple[str, ...],
+    variant: str,
+    *,
+    build: bool = True,
+    root_threaded: bool = False,
+) -> tuple[str, Callable[..., Any] | None]:
+    """Generate one function of a plan: ``run`` (resolves, then calls the function),
+    ``direct`` (``run`` that also sets up and tears down the plan's CALL resources itself,
+    with no call scope; see `direct_shape`) or ``resolve`` (returns the injected kwargs).
+    *arguments* are the names of the function's own parameters, which the caller passes.
+    Returns its source and, with *build*, the compiled function; a failure inside it is
+    mapped back to its step by line number.
+    """
+    direct = variant == "direct"
+    w = _Writer()
+    ns = w.namespace
+    ns.update(
+        MISSING=MISSING,
+        Answered=Answered,
+        QT=QUESTION_KINDS,
+        as_outcome=as_outcome,
+        ask=ask,
+        enter=enter,
+        hold=hold,
+        partial=functools.partial,
+        in_thread=in_thread,
+        to_thread=abandonable,
+        fail=fail,
+        PLAN=plan_ref,
+        begin=begin,
+        open_=open_resource,
+        close_now=close_now,
+        close_rest=close_rest,
+        cancelled=outer_cancelled,
+        settle=settle,
+    )
+    root_name = name
+    scopes = {s.scope for s in steps}
+    call_resources = any(s.kind.is_resource and s.scope is Scope.CALL for s in steps)
+
+    # Worker-thread blocks become plain functions that run in one hop.
+    block_defs: list[tuple[str, int]] = []
+    body: list[tuple[str, int]] = []
+    blocks = _blocks(steps)
+    # A sync handler whose last resolvers run in a thread is called in that same hop.
+    fused = variant != "resolve" and root_threaded and _fusable(blocks, inputs, steps)
+    for number, block in enumerate(blocks):
+        first = block[0]
+        if first.threaded and first.scope is Scope.CALL:
+            inside = {s.index for s in block}
+            fuse = fused and number == len(blocks) - 1
+            consumers = [i for s in block for i in s.inputs] + (list(inputs) if fuse else [])
+            needed = sorted(
+                {i.step for i in consumers if i.source == "step" and i.step not in inside}
+            )
+            params = ", ".join(
+                [f"v{i}" for i in needed] + ["args", "values"] + (["body"] if fuse else [])
+            )
+            block_defs.append((f"def block{number}({params}):", -1))
+            for step in block:
+                fn = w.const("f", step.fn)
+                text = f"    v{step.index} = {fn}({_call_args(w, step.inputs, steps, step.name)})"
+                block_defs.append((text, step.index))
+            outs = ", ".join(f"v{s.index}" for s in block)
+            if fuse:
+                # The handler's own exception is handed back, not raised here, so it is
+                # not mistaken for a resolver's (and gets no note).
+                block_defs += [
+                    ("    try:", -1),
+                    (f"        ret = body({_root_spread(w, inputs, steps, root_name)})", -1),
+                    ("    except BaseException as error:", -1),
+                    (f"        return ({outs}, None, error)", -1),
+                    (f"    return ({outs}, ret, None)", -1),
+                ]
+                outs += ", ret, raised"
+            else:
+                block_defs.append((f"    return ({outs},)", -1))
+            # A cancelled call (its deadline, a failed branch) does not wait for the
+            # thread: it is abandoned and its late result dropped (see docs/concepts.md).
+            # What the block sets in context variables is kept, as if run here.
+            body.append(
+                (
+                    f"({outs},) = await in_thread(block{number}, {params})",
+                    block[-1].index,
+                )
+            )
+            last = block[-1]
+            if last.may_ask:
+                body.append(
+                    (
+                        f"if v{last.index}.__class__ in QT: "
+                        f"v{last.index} = await ask(call, {w.const('S', last)}, v{last.index})",
+                        last.index,
+                    )
+                )
+            continue
+        step = first
+        fn = w.const("f", step.fn)
+        s = w.const("S", step)
+        call_args = _call_args(w, step.inputs, steps, step.name)
+        v = f"v{step.index}"
+        if step.scope is not Scope.CALL:
+            cache = "app_cache" if step.scope is Scope.APP else "session_cache"
+            live = "app" if step.scope is Scope.APP else "session"
+            k = w.const("K", step.key)
+            make = f"partial({fn}, {call_args})" if call_args else fn
+            body.append((f"{v} = {cache}.get({k}, MISSING)", step.index))
+            body.append(
+                (f"if {v} is MISSING: {v} = await {live}.create({s}, {k}, {make})", step.index)
+            )
+            continue
+        if step.kind.is_resource:
+            factory = f"{'await ' if step.awaits else ''}{fn}({call_args})"
+            if direct:  # set up here; torn down by `close_now` below
+                r = f"r{step.index}"
+                pad = ""
+                if step.kind is Kind.ASYNC_GENERATOR or step.kind is Kind.ASYNC_CONTEXT_MANAGER:
+                    # In this task once known to hold no cancel scope open, else in a
+                    # task of its own (see `resolvent._resources.hold`).
+                    k = w.const("P", plain_cell(step))
+                    body.append((f"if not {k}[0]:", step.index))
+                    body.append((f"    {r} = await hold(exits, {s}, {factory}, {k})", step.index))
+                    body.append((f"    {v} = {r}.value", step.index))
+                    body.append(("else:", step.index))
+                    pad = "    "
+                body.append((f"{pad}{r} = {factory}", step.index))
+                if step.kind is Kind.ASYNC_GENERATOR:
+                    body.append((f"{pad}try: {v} = await {r}.__anext__()", step.index))
+                    body.append((f"{pad}except StopAsyncIteration:", step.index))
+                    body.append((f"{pad}    {v} = await open_({s}, {r})", step.index))
+                else:
+                    body.append((f"{pad}{v} = await open_({s}, {r})", step.index))
+                body.append((f"exits.append(({s}, {r}))", step.index))
+            else:
+                body.append((f"{v} = await enter(exits, {s}, {factory})", step.index))
+        elif step.kind is Kind.ASYNC:
+            body.append((f"{v} = await {fn}({call_args})", step.index))
+        else:
+            body.append((f"{v} = {fn}({call_args})", step.index))
+        if step.may_ask:
+            body.append((f"if {v}.__class__ in QT: {v} = await ask(call, {s}, {v})", step.index))
+
+    call_steps = [s for s in steps if s.scope is Scope.CALL]
+
+    for line, index in block_defs:  # map a failure inside a block to its own step
+        w.emit(line, index)
+    w.emit(f"async def {variant}(args, values, call, app, session, body):")
+    # `direct` wraps the resolution and the call in the teardown of its resources.
+    pad = "    " * (1 + direct)
+    if direct:
+        # As a call scope does (see `Exits`): a cancel scope entered below every resource
+        # is shielded for the teardown, so a provider's own scopes are left in order.
+        w.emit("    exits = []")
+        w.emit("    guard = begin()")
+        w.emit("    try:")
+    w.emit(f"{pad}try:")
+    opened = len(w.lines)
+    if Scope.APP in scopes:
+        w.emit(f"{pad}    app_cache = app.cache")
+    if Scope.SESSION in scopes:
+        w.emit(f"{pad}    session_cache = session.cache")
+    if call_resources and not direct:
+        w.emit("        exits = call.exits")
+    for text, index in body:
+        w.emit(f"{pad}    {text}", index)
+    if call_steps and not direct:  # a call scope reused for another plan must not run these again
+        record = ", ".join(f"{w.const('K', s.key)}: v{s.index}" for s in call_steps)
+        w.emit(f"        if call is not None: call.record({{{record}}})")
+    if variant == "resolve":
+        results = ", ".join(f"{i.name!r}: {_expr(w, i, steps, root_name)}" for i in inputs)
+        w.emit(f"        return {{{results}}}")
+    if len(w.lines) == opened:  # no steps (a tool that only takes Context): empty try
+        w.emit(f"{pad}    pass")
+    w.emit(f"{pad}except BaseException as exc:")
+    w.emit(f"{pad}    error = fail(exc, PLAN[0], LINES, args, values, call, locals())")
+    w.emit(f"{pad}    if error is exc: raise")
+    w.emit(f"{pad}    raise error from exc")
+    if fused:
+        w.emit(f"{pad[4:]}    if raised is not None: raise raised")
+    elif variant != "resolve":
+        spread = _root_spread(w, inputs, steps, root_name)
+        if root_threaded:
+            # A sync handler's thread is abandoned on cancellation like a resolver's
+            # (see docs/concepts.md): the caller's own bound holds.
+            call = f"await to_thread(partial(body, {spread}))"
+            w.emit(f"{pad}ret = {call}")
+        else:
+            awaits = "await " if root_is_async else ""
+            test, named = _root_call(w, inputs, steps, root_name, arguments)
+            w.emit(f"{pad}if {test}: ret = {awaits}body({named})")
+            w.emit(f"{pad}else: ret = {awaits}body({spread})")
+    if direct:
+        # The call's exception (a resolver's, mapped, or the handler's) is thrown into
+        # each finalizer, as `async with call` would; their own errors become notes.
+        w.emit("    except BaseException as exc:")
+        w.emit("        left = close_now(exits, exc, guard)")
+        w.emit("        if left is not None: settle(exc, await left)")
+        w.emit("        raise")
+        resources = [t for t in steps if t.scope is Scope.CALL and t.kind.is_resource]
+        if all(t.kind is Kind.ASYNC_GENERATOR for t in resources):
+            # The success path in line: `close_now`'s loop, unrolled.
+            w.emit("    left = None")
+            w.emit("    if guard.__class__ is tuple:")
+            w.emit("        mark = guard[0]")
+            for n, t in enumerate(reversed(resources)):
+                r, st = f"r{t.index}", w.const("S", t)
+                if n:
+                    w.emit("        if left is not None: pass")
+                w.emit(f"        {'el' if n else ''}if mark is not None and cancelled(mark):")
+                w.emit("            left = close_rest(exits, None, mark, None)")
+                w.emit("        else:")
+                w.emit(f"            finalizer = {r}.__anext__()")
+                w.emit("            del exits[-1]")
+                w.emit("            try:")
+                w.emit(
+                    f"                left = close_rest(exits, None, mark, "
+                    f"({st}, {r}, finalizer, finalizer.send(None)))"
+                )
+                w.emit("            except StopAsyncIteration: pass")
+                w.emit("            except BaseException as error:")
+                started = f"({st}, {r}, None, error)"
+                w.emit(f"                left = close_rest(exits, None, mark, {started})")
+            w.emit("    else:")
+            w.emit("        left = close_now(exits, None, guard)")
+        else:
+            w.emit("    left = close_now(exits, None, guard)")
+        w.emit("    if left is not None:")
+        w.emit("        errors = await left")
+        w.emit("        if errors: settle(None, errors)")
+    if variant != "resolve":
+        w.emit("    return ret")
+    source = "\n".join(w.lines) + "\n"
+    if not build:
+        return source, None
+    code_name = f"<resolvent plan {root_name} {variant} #{next(_counter)}>"
+    ns["LINES"] = (code_name, w.line_steps)
+    exec(compile(source, code_name, "exec", dont_inherit=True), ns)
+    function: Callable[..., Any] = ns[variant]
+    return source, function

@@ -1,0 +1,73 @@
+"""What a failure inside a plan says: the resolver chain as a note, a missing call argument
+or framework value as advice with a fix. It never catches, retries or swallows an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ._annotations import type_name
+from ._errors import InputRequired, ResolventError
+from ._sharing import CallLike, landed
+
+if TYPE_CHECKING:
+    from ._plan import Plan
+
+__all__ = ("explain", "fail")
+
+
+def explain(
+    exc: BaseException, plan: Plan, index: int, args: Mapping[str, Any], values: Mapping[Any, Any]
+) -> BaseException:
+    """Add a note naming the resolver chain; turn a missing argument/value into advice."""
+    if index < 0 or isinstance(exc, (anyio.get_cancelled_exc_class(), InputRequired)):
+        return exc
+    step = plan.steps[index]
+    if isinstance(exc, KeyError) and exc.args:
+        missing = exc.args[0]
+        for item in step.inputs:
+            if item.source == "arg" and item.arg == missing and missing not in args:
+                return ResolventError(
+                    f"call argument {missing!r} needed by {step.name} was not given.\n"
+                    f"  path: {plan.path_to(index)}\n"
+                    f"  fix: pass {missing}=... when calling {plan.name}"
+                )
+            if item.source == "value" and item.value_type is missing and missing not in values:
+                name = type_name(missing)
+                return ResolventError(
+                    f"no framework value of type {name} was given to this call, but {step.name} "
+                    f"needs one (parameter {item.name!r}).\n"
+                    f"  path: {plan.path_to(index)}\n"
+                    f"  fix: open the call with container.call(values={{{name}: ...}})"
+                )
+    note = f"resolvent: raised by {step.name} ({step.scope.name}) resolving {plan.path_to(index)}"
+    if note not in getattr(exc, "__notes__", ()):
+        exc.add_note(note)
+    return exc
+
+
+def fail(
+    exc: BaseException,
+    plan: Plan,
+    lines: tuple[str, dict[int, int]],
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    call: CallLike | None = None,
+    local: Any = None,
+) -> BaseException:
+    """Map a failure inside generated code (*lines*: its code name, line -> step); if
+    it was a call's flight (see `Sharing`), land it (*local*: its variables)."""
+    code_name, line_steps = lines
+    index = -1
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == code_name:
+            index = line_steps.get(tb.tb_lineno, index)
+        tb = tb.tb_next
+    error = explain(exc, plan, index, args, values)
+    if call is not None and call.flight is plan:
+        landed(call, plan, index, error, local)
+    return error

@@ -1,0 +1,276 @@
+"""The interpreter: resolves a plan step by step, or in concurrent branches, for what the
+generated code does not do (concurrency, multi-round asking, a call scope several plans share).
+It never generates code.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+
+from ._annotations import NO_DEFAULT
+from ._cache import LiveScope
+from ._context import adopt, keep
+from ._failures import explain
+from ._kinds import Kind
+from ._questions import QUESTION_KINDS, Answered, as_outcome
+from ._resources import enter
+from ._rounds import AnswerPending, ask
+from ._scopes import Scope
+from ._sharing import MISSING, CallLike, Creation, Sharing, claim, release
+from ._teardown import Exits
+from ._threads import in_thread
+
+if TYPE_CHECKING:
+    from ._plan import Input, Plan, Step
+
+__all__ = ("interpret", "run_concurrently", "run_step")
+
+PENDING: Any = object()
+
+
+def _consume(value: Any, item: Input, consumer: str) -> Any:
+    if item.outcome is not None:
+        return item.outcome.convert(as_outcome(value))
+    if value.__class__ is Answered:
+        return value.unwrap(item.name, consumer)
+    return value
+
+
+def _kwargs(
+    inputs: tuple[Input, ...],
+    vals: list[Any],
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    consumer: str,
+) -> dict[str, Any] | None:
+    kwargs: dict[str, Any] = {}
+    for item in inputs:
+        if item.source == "step":
+            value = vals[item.step]
+            if value is PENDING:
+                return None
+            kwargs[item.name] = _consume(value, item, consumer)
+        elif item.source == "arg":
+            if item.arg in args:
+                kwargs[item.name] = args[item.arg]
+            elif item.default is not NO_DEFAULT:
+                kwargs[item.name] = item.default
+            else:
+                raise KeyError(item.arg)
+        else:
+            kwargs[item.name] = values[item.value_type]
+    return kwargs
+
+
+async def run_step(
+    step: Step,
+    vals: list[Any],
+    call: CallLike,
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    app: LiveScope | None,
+    session: LiveScope | None,
+) -> Any:
+    kwargs = _kwargs(step.inputs, vals, args, values, step.name)
+    if kwargs is None:
+        return PENDING
+    if step.scope is not Scope.CALL:
+        live = app if step.scope is Scope.APP else session
+        assert live is not None
+        value = live.cache.get(step.key, MISSING)
+        if value is MISSING:
+            value = await live.create(step, step.key, functools.partial(step.fn, **kwargs))
+        return value
+    key = step.key
+    value = call.cache.get(key, MISSING)
+    if value is not MISSING:
+        return value
+    creation = await claim(call, step)
+    if creation.__class__ is not Creation:
+        return creation  # another resolution of this call made it
+    try:
+        kind = step.kind
+        if kind is Kind.ASYNC:
+            value = await step.fn(**kwargs)
+        elif kind is Kind.SYNC:
+            value = (
+                step.fn(**kwargs)
+                if step.inline
+                else await in_thread(functools.partial(step.fn, **kwargs))
+            )
+        else:
+            obj = step.fn(**kwargs)
+            if step.awaits:  # an async factory of a context manager
+                obj = await obj
+            value = await enter(call.exits, step, obj)
+        if step.may_ask and value.__class__ in QUESTION_KINDS:
+            try:
+                value = await ask(call, step, value)
+            except AnswerPending:
+                release(call, key, creation, None)
+                return PENDING
+    except BaseException as error:
+        release(call, key, creation, error)
+        raise
+    call.cache[key] = value
+    release(call, key, creation, None)
+    return value
+
+
+async def interpret(
+    plan: Plan,
+    call: CallLike,
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    app: LiveScope | None,
+    session: LiveScope | None,
+    *,
+    concurrent: bool,
+) -> dict[str, Any]:
+    """Resolve *plan* step by step (or concurrently) and return the injected kwargs."""
+    sharing = call.sharing
+    if sharing is None:
+        sharing = call.sharing = Sharing()
+    sharing.active += 1
+    try:
+        return await _interpret(plan, call, args, values, app, session, concurrent=concurrent)
+    finally:
+        sharing.active -= 1
+
+
+async def _interpret(
+    plan: Plan,
+    call: CallLike,
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    app: LiveScope | None,
+    session: LiveScope | None,
+    *,
+    concurrent: bool,
+) -> dict[str, Any]:
+    vals: list[Any] = [MISSING] * len(plan.steps)
+    if concurrent and len(plan.steps) > 1:
+        await run_concurrently(plan, vals, call, args, values, app, session)
+    else:
+        for step in plan.steps:
+            try:
+                vals[step.index] = await run_step(step, vals, call, args, values, app, session)
+            except BaseException as exc:
+                error = explain(exc, plan, step.index, args, values)
+                if error is exc:
+                    raise
+                raise error from exc
+    if call.rounds is not None:
+        call.rounds.raise_if_pending()
+    kwargs = _kwargs(plan.inputs, vals, args, values, plan.name)
+    assert kwargs is not None
+    return kwargs
+
+
+async def run_concurrently(
+    plan: Plan,
+    vals: list[Any],
+    call: CallLike,
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    app: LiveScope | None,
+    session: LiveScope | None,
+) -> None:
+    """Run independent branches at once; a step starts when its inputs are ready.
+
+    A call opened with ``async with`` holds each resource in a task of its own (see
+    `Exits`), so resources set up in a branch are torn down in the task that set them
+    up; they are then branches like any other. Otherwise resources are entered by the
+    calling task, one at a time. If a step fails, the others are cancelled and the
+    first failure is raised as itself (later ones are attached as notes). A branch task
+    runs in a copy of the calling task's context; what its step set there is copied
+    back when it finishes, so the steps after it and the handler see it.
+    """
+    steps = plan.steps
+    waiting = [len({i.step for i in s.inputs if i.source == "step"}) for s in steps]
+    dependents: list[list[int]] = [[] for _ in steps]
+    for step in steps:
+        for dep in {i.step for i in step.inputs if i.source == "step"}:
+            dependents[dep].append(step.index)
+    send, receive = anyio.create_memory_object_stream[int](len(steps))
+    ready = deque(s.index for s in steps if waiting[s.index] == 0)
+    exits = call.exits
+    held = isinstance(exits, Exits) and exits.group is not None
+    cancelled = anyio.get_cancelled_exc_class()
+    failures: list[BaseException] = []
+    changes: dict[int, tuple[contextvars.Context, contextvars.Context]] = {}
+
+    async def branch(index: int) -> None:
+        base = contextvars.copy_context()
+        await run(index)
+        changed = contextvars.copy_context()
+        if changed != base:
+            changes[index] = (base, changed)
+        send.send_nowait(index)
+
+    async def run(index: int) -> None:
+        try:
+            vals[index] = await run_step(steps[index], vals, call, args, values, app, session)
+        except BaseException as exc:
+            error = explain(exc, plan, index, args, values)
+            if not isinstance(error, cancelled):
+                failures.append(error)
+            if error is exc:
+                raise
+            raise error from exc
+
+    try:
+        async with send, receive, anyio.create_task_group() as group:
+            done = 0
+            while done < len(steps):
+                while ready:
+                    index = ready.popleft()
+                    if held or not steps[index].kind.is_resource:
+                        group.start_soon(branch, index)
+                    else:
+                        await run(index)
+                        send.send_nowait(index)
+                finished = await receive.receive()
+                done += 1
+                changed = changes.pop(finished, None)
+                if changed is not None:
+                    step = steps[finished]
+                    if step.kind.is_resource:  # undone when the call closes
+                        keep(exits, step, *changed)
+                    else:
+                        adopt(*changed)
+                for dependent in dependents[finished]:
+                    waiting[dependent] -= 1
+                    if waiting[dependent] == 0:
+                        ready.append(dependent)
+    except BaseExceptionGroup as group_error:
+        raise _original(group_error, failures) from None
+
+
+def _original(
+    group: BaseExceptionGroup[BaseException], failures: list[BaseException] | None = None
+) -> BaseException:
+    """The real error inside a task group's exception group: the first of *failures*
+    (in the order they happened) if it is there, else the only one; else the group."""
+    cancelled = anyio.get_cancelled_exc_class()
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        error = stack.pop()
+        if isinstance(error, BaseExceptionGroup):
+            stack.extend(cast("BaseExceptionGroup[BaseException]", error).exceptions)
+        elif not isinstance(error, cancelled):
+            leaves.append(error)
+    if not leaves:
+        return group  # only cancellations: let the cancelling scope catch them
+    first = next((f for f in failures or () if any(f is leaf for leaf in leaves)), leaves[-1])
+    for leaf in leaves:
+        if leaf is not first:
+            first.add_note(f"resolvent: another branch failed at the same time: {leaf!r}")
+    return first
