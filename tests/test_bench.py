@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from resolvent.__main__ import main
-from resolvent._bench import MODES, bench, refusals, render
+from resolvent._bench import MODES, bench, refusals
+from resolvent._bench_report import render
 from resolvent._kinds import Kind
 from resolvent._probe import Calibration, calibrate
 

@@ -284,6 +284,7 @@ def _bench(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import anyio
 
     from . import _bench as bench
+    from ._bench_report import plot, render
 
     try:
         fn, container = _find(args.target, args.container)
@@ -314,7 +315,7 @@ def _bench(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except bench.BenchError as exc:
         print(f"resolvent bench: cannot benchmark {args.target}:\n{exc}", file=err)
         return 1
-    print(bench.render(report), file=out)
+    print(render(report), file=out)
     if args.json:
         import json
 
@@ -323,7 +324,7 @@ def _bench(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"figures written to {args.json}", file=err)
     if args.plot:
         try:
-            bench.plot(report, args.plot)
+            plot(report, args.plot)
         except bench.BenchError as exc:
             print(f"resolvent bench: {exc}", file=err)
             return 1
