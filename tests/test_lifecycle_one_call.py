@@ -363,7 +363,7 @@ async def test_a_cancelled_call_runs_the_whole_finally_of_a_resource_with_a_task
 
 
 _CTRL_C_SCRIPT = """
-import _thread, threading, time
+import _thread, signal, threading, time
 from collections.abc import AsyncIterator
 from typing import Annotated
 import trio
@@ -391,6 +391,9 @@ def interrupt() -> None:
     _thread.interrupt_main()
 
 
+# As from a terminal: started in the background by a shell without job control, this
+# process would ignore SIGINT, and Ctrl-C (interrupt_main) would do nothing.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 threading.Thread(target=interrupt, daemon=True).start()
 try:
     trio.run(container.run, handler)

@@ -3,7 +3,7 @@ container still open."""
 
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated
 
 import anyio
@@ -15,6 +15,19 @@ from resolvent import Container, Resolve, Scope
 @pytest.fixture
 def anyio_backend() -> str:
     return "trio"  # asyncio has no KeyboardInterrupt protection to get in the way
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt, as in a program started from a terminal.
+
+    A process started in the background by a shell without job control starts with
+    SIGINT ignored: Python then installs no handler, nor does trio, and Ctrl-C is lost.
+    Set before trio starts, so trio takes SIGINT over as it does in a program.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.mark.parametrize("scope", [Scope.APP, Scope.SESSION, Scope.CALL])
@@ -33,6 +46,10 @@ async def test_ctrl_c_interrupts_a_blocking_set_up_at_once(scope: Scope) -> None
     async def handler(s: Annotated[str, Resolve(settings)]) -> str:
         return s
 
+    # trio's handler, not Python's: it raises only where KeyboardInterrupt protection is
+    # off, which is what this test is about.
+    handler_of_ctrl_c = signal.getsignal(signal.SIGINT)
+    assert callable(handler_of_ctrl_c) and handler_of_ctrl_c is not signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
         async with container, container.session() as session:
             await session.run(handler)
