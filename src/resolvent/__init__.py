@@ -21,8 +21,9 @@ from ._errors import (
 from ._markers import Elicit, Resolve, inline
 from ._plan import Plan
 from ._scopes import Scope
-from ._stores import StateKey, StateStore, open_store
+from ._stores import StateKey, StateStore
 from ._stores.memory import MemoryStore
+from ._stores.opener import open_store
 
 __all__ = (
     "Accepted",
@@ -70,6 +71,9 @@ def __getattr__(name: str) -> Any:
     # The outcome models need pydantic, which is imported on first use only.
     if name in _LAZY:
         from . import _outcomes
+        from ._questions import load_outcomes
+
+        load_outcomes()
 
         value = getattr(_outcomes, name)
         globals()[name] = value

@@ -1,4 +1,5 @@
-"""The outcomes of asking the user: accepted, declined or cancelled."""
+"""The outcomes of asking the user: accepted, declined or cancelled (pydantic models).
+It imports nothing of the package: `_questions` registers these models as a family."""
 
 from __future__ import annotations
 
@@ -6,8 +7,6 @@ from typing import Any, Generic, Literal, Union
 
 from pydantic import BaseModel
 from typing_extensions import TypeAliasType, TypeVar
-
-from ._questions import register_outcome_family
 
 __all__ = ("Accepted", "Cancelled", "Declined", "ElicitationResult")
 
@@ -49,6 +48,3 @@ OUTCOME_TYPES: tuple[type[BaseModel], ...] = (Accepted, Declined, Cancelled)
 def accepted(data: Any) -> Accepted[Any]:
     """Wrap a value as accepted without validating it again."""
     return Accepted[Any].model_construct(data=data)
-
-
-register_outcome_family(OUTCOME_TYPES, lambda outcome: outcome)

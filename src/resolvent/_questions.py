@@ -64,12 +64,25 @@ class OutcomeFamily:
 
 
 OUTCOME_FAMILIES: list[OutcomeFamily] = []
-"""Families register themselves when their module loads (resolvent's in `_outcomes`)."""
+"""Families register when their module loads (resolvent's own through `load_outcomes`)."""
 
 
 def register_outcome_family(members: tuple[type, ...], convert: Callable[[Outcome], Any]) -> None:
     """Let consumers annotate *members* (a family of outcome classes) and receive them."""
     OUTCOME_FAMILIES.append(OutcomeFamily(members, convert))
+
+
+def load_outcomes() -> None:
+    """Import resolvent's own outcome models (`Accepted`, ...; pydantic, so on first use
+    only, not at `import resolvent`) and register them as a family, once."""
+    from ._outcomes import OUTCOME_TYPES
+
+    if not any(family.members is OUTCOME_TYPES for family in OUTCOME_FAMILIES):
+        register_outcome_family(OUTCOME_TYPES, _same)
+
+
+def _same(outcome: Outcome) -> Any:
+    return outcome
 
 
 class Answered:
