@@ -28,8 +28,9 @@ from ._errors import StateConflict, StateError, StateNotFound
 from ._markers import Resolve, inline
 from ._registry import IMPLICIT_SCOPE
 from ._scopes import Scope
-from ._stores import StateKey, StateStore, open_store
+from ._stores import StateKey, StateStore
 from ._stores.memory import MemoryStore
+from ._stores.opener import open_store
 
 __all__ = ("ANONYMOUS", "Handle", "Held", "State", "add_principal_source", "memory_store")
 

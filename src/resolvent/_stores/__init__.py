@@ -1,4 +1,5 @@
-"""Stores for state kept across calls: the protocol every store follows, and the URL opener.
+"""Stores for state kept across calls: the protocol every store follows (the URL opener is
+in `opener`). It imports none of the stores, so each store may import it.
 
 A store keeps opaque values (bytes) under a `StateKey` with two clocks: a sliding idle
 time-to-live that every load and save refreshes, and an absolute deadline fixed at
@@ -9,13 +10,9 @@ save that ends the edit succeeds only while the lease is still its own. Everythi
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncGenerator
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from .._errors import ResolventError
-
-__all__ = ("StateKey", "StateStore", "open_store")
+__all__ = ("StateKey", "StateStore")
 
 
 class StateKey(NamedTuple):
@@ -74,66 +71,3 @@ class StateStore(Protocol):
     async def aclose(self) -> None:
         """Release connections and background work; the store is not used after this."""
         ...
-
-
-@contextlib.asynccontextmanager
-async def open_store(url: str = "memory:") -> AsyncGenerator[StateStore]:
-    """Open the store a URL names, and close it on exit.
-
-    - ``memory:`` — `MemoryStore`, this process only;
-    - ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` — `SqliteStore`,
-      shared by the processes of one host;
-    - ``redis://HOST:PORT[/DB]`` (or ``rediss://``, ``valkey://``) —
-      ``resolvent.redis.RedisStore``, shared by many hosts; needs
-      ``pip install "resolvent[redis]"``.
-
-    ```python
-    @container.provider(scope=Scope.APP)
-    async def store() -> AsyncIterator[StateStore]:
-        async with open_store("sqlite:///state.db") as opened:
-            yield opened
-    ```
-
-    Raises:
-        ResolventError: the URL names no known store, or the store cannot be reached
-            (the message names the URL and the cause).
-    """
-    scheme, _, rest = url.partition(":")
-    scheme = scheme.lower()
-    if scheme in ("redis", "rediss", "valkey", "valkeys"):
-        try:
-            from ..redis import RedisStore
-        except ImportError as exc:
-            raise ResolventError(
-                f"cannot open a Redis state store: the Redis store needs coredis ({exc}).\n"
-                '  fix: pip install "resolvent[redis]"'
-            ) from exc
-        async with RedisStore.connect(url) as redis_store:
-            yield redis_store
-        return
-    store = await _open(url, scheme, rest)
-    try:
-        yield store
-    finally:
-        await store.aclose()
-
-
-async def _open(url: str, scheme: str, rest: str) -> StateStore:
-    if scheme == "memory":
-        from .memory import MemoryStore
-
-        return MemoryStore()
-    if scheme == "sqlite":
-        if not rest.startswith("///") or len(rest) == 3:
-            raise ResolventError(
-                f"cannot open {url!r}: a SQLite URL has three slashes before a relative path "
-                "and four before an absolute one.\n"
-                "  fix: sqlite:///state.db or sqlite:////var/lib/app/state.db"
-            )
-        from .sqlite import SqliteStore
-
-        return await SqliteStore.open(rest[3:])
-    raise ResolventError(
-        f"cannot open the state store {url!r}: unknown scheme {scheme!r}.\n"
-        "  fix: use memory:, sqlite:///PATH or redis://HOST:PORT[/DB]"
-    )
