@@ -167,7 +167,8 @@ async def test_a_plan_turns_hot_and_run_starts_its_generated_code() -> None:
         assert is_cold(plan.run_fn)
         await container.run(handler, user_id="u")
         assert not is_cold(plan.run_fn)
-        assert container._ready[handler] is plan.run_fn  # no cold layer left on the hot path
+        # No cold layer left on the hot path: the generated entry, bound to the APP scope.
+        assert container._ready[handler].__func__ is plan.entry_fn
 
 
 async def test_a_call_scope_runs_the_generated_code_at_once() -> None:

@@ -132,6 +132,36 @@ async def test_two_tasks_each_see_their_own_override(options: dict[str, Any]) ->
     assert results == {"a": ("a", "smtp"), "b": ("b", "smtp"), "after": ("real", "smtp")}
 
 
+@pytest.mark.parametrize("options", MODES)
+async def test_a_hot_plan_meets_a_block_open_in_another_task(options: dict[str, Any]) -> None:
+    # `run` starts a hot plan with one lookup; a block open in any task must still
+    # reach its own task's calls, and only those, and the plan is hot again after it.
+    container, _built, db, _mailer, handler = make_container(**options)
+    entered, checked = anyio.Event(), anyio.Event()
+    inside: list[Any] = []
+
+    async def fake() -> Db:
+        return Db("fake")
+
+    async def overriding() -> None:
+        with container.override(db, fake):
+            inside.append(await container.run(handler))
+            entered.set()
+            await checked.wait()
+            inside.append(await container.run(handler))
+
+    async with container:
+        for _ in range(4):  # hot: its code generated, `run` starts it directly
+            assert await container.run(handler) == ("real", "smtp")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(overriding)
+            await entered.wait()
+            assert await container.run(handler) == ("real", "smtp")  # no block here
+            checked.set()
+        assert await container.run(handler) == ("real", "smtp")
+    assert inside == [("fake", "smtp")] * 2
+
+
 async def test_override_reaches_tasks_the_block_starts() -> None:
     container, _built, db, _mailer, handler = make_container()
     seen: list[Any] = []

@@ -168,8 +168,7 @@ class _Runner:
                 return _keyword_call(container.run, plan.fn, args)
             plan.heat()  # the steady state: the generated code, not the first calls
             start = container._start(plan)  # pyright: ignore[reportPrivateUsage]
-            app = container._app  # pyright: ignore[reportPrivateUsage]
-            return functools.partial(start, args, {}, None, app, None, plan.fn)
+            return functools.partial(start, args, plan.fn)
         opener = self.session if self.session is not None else container
         options: dict[str, Any] = {}
         if self.mode == "interpreter":

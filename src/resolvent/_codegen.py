@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ._annotations import NO_DEFAULT
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = ("direct_shape", "generate")
 
 _counter = itertools.count()
+_NO_VALUES: Mapping[Any, Any] = MappingProxyType({})  # an entry's (see `generate`)
 
 
 class _Writer:
@@ -157,12 +159,25 @@ def generate(
     ``direct`` (``run`` that also sets up and tears down the plan's CALL resources itself,
     with no call scope; see `direct_shape`) or ``resolve`` (returns the injected kwargs).
     *arguments* are the names of the function's own parameters, which the caller passes.
+    A fourth, ``entry``, is what `Container.run` starts: ``run`` (or ``direct``, when
+    the plan has CALL resources) for a call with no call scope, no framework values and
+    no session, which it does not take: ``entry(args, body)``, or ``entry(app, args,
+    body)`` for a plan with APP values (the container binds *app*).
     Returns its source and, with *build*, the compiled function; a failure inside it is
     mapped back to its step by line number.
     """
-    direct = variant == "direct"
+    scopes = {s.scope for s in steps}
+    call_resources = any(s.kind.is_resource and s.scope is Scope.CALL for s in steps)
+    entry = variant == "entry"
+    direct = variant == "direct" or (entry and call_resources)
     w = _Writer()
     ns = w.namespace
+    if entry:
+        assert Scope.SESSION not in scopes and all(
+            i.source != "value" for i in (*inputs, *(i for s in steps for i in s.inputs))
+        ), "an entry runs with no session and no framework values"
+        # What the other variants take as parameters: the same for every call.
+        ns.update(values=_NO_VALUES, call=None, session=None)
     ns.update(
         MISSING=MISSING,
         Answered=Answered,
@@ -184,8 +199,6 @@ def generate(
         settle=settle,
     )
     root_name = name
-    scopes = {s.scope for s in steps}
-    call_resources = any(s.kind.is_resource and s.scope is Scope.CALL for s in steps)
 
     # Worker-thread blocks become plain functions that run in one hop.
     block_defs: list[tuple[str, int]] = []
@@ -293,7 +306,10 @@ def generate(
 
     for line, index in block_defs:  # map a failure inside a block to its own step
         w.emit(line, index)
-    w.emit(f"async def {variant}(args, values, call, app, session, body):")
+    if not entry:
+        w.emit(f"async def {variant}(args, values, call, app, session, body):")
+    else:
+        w.emit(f"async def entry({'app, ' if Scope.APP in scopes else ''}args, body):")
     # `direct` wraps the resolution and the call in the teardown of its resources.
     pad = "    " * (1 + direct)
     if direct:
@@ -312,7 +328,8 @@ def generate(
         w.emit("        exits = call.exits")
     for text, index in body:
         w.emit(f"{pad}    {text}", index)
-    if call_steps and not direct:  # a call scope reused for another plan must not run these again
+    if call_steps and not direct and not entry:
+        # A call scope reused for another plan must not run these again.
         record = ", ".join(f"{w.const('K', s.key)}: v{s.index}" for s in call_steps)
         w.emit(f"        if call is not None: call.record({{{record}}})")
     if variant == "resolve":

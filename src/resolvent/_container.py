@@ -30,7 +30,7 @@ import anyio
 
 from ._annotations import type_name
 from ._cache import LiveScope
-from ._codegen import generate
+from ._codegen import direct_shape, generate
 from ._compiler import NO_OVERRIDES, Overrides, build_graph
 from ._context import InContext
 from ._errors import AnswerTimeout, ResolventError
@@ -54,6 +54,7 @@ T = TypeVar("T")
 KW = TypeVar("KW", bound=Mapping[str, Any])
 EMPTY: Mapping[Any, Any] = MappingProxyType({})
 _MAX_PLANS = 10_000
+_NOTHING_READY: dict[Any, Any] = {}  # `Container._hot` while an override block is open
 _MAX_OVERRIDE_PLANS = 1_000
 _block_ids = itertools.count(1)
 
@@ -128,8 +129,10 @@ class Container:
         self._warm: tuple[Callable[..., Any], ...] = tuple(warm)
         self._value_types: tuple[type, ...] = tuple(values)
         self._plans: OrderedDict[Hashable, Plan] = OrderedDict()  # LRU
-        # fn -> what `run` calls to start its checked plan directly (see `_start`)
+        # fn -> what `run` calls, as ``start(kwargs, fn)``, to start its checked plan
+        # (see `_start`); `_hot` is `_ready`, or nothing while an override block is open.
         self._ready: dict[Any, Callable[..., Coroutine[Any, Any, Any]]] = {}
+        self._hot: dict[Any, Callable[..., Coroutine[Any, Any, Any]]] = self._ready
         # Overrides live in a context variable: a block applies to the task that entered
         # it and the tasks that task starts. `_overridden` counts open blocks in every
         # context, so the hot path reads the variable only while some block is open.
@@ -532,24 +535,27 @@ class Container:
                 *fn* needs a SESSION value (use `session`) or a framework value (use
                 `call(values=...)`).
         """
+        # The hot path: one lookup (a dict's, not a method call), then the plan's entry.
+        # Anything else (a first call, an override block open) takes `_run`.
         try:
-            start = self._ready.get(fn)
-        except TypeError:  # an unhashable callable object
-            start = None
-        if start is not None and (not self._overridden or self._override_var.get() is None):
-            # The hot path: a checked plan with no SESSION steps, started as `_start` says.
-            started: Coroutine[Any, Any, Any] = start(kwargs, EMPTY, None, self._app, None, fn)
-            return started
-        return self._run(fn, kwargs)
+            start = self._hot[fn]
+        except (KeyError, TypeError):  # TypeError: an unhashable callable object
+            start = self._run
+        return start(kwargs, fn)
 
-    async def _run(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    async def _run(self, kwargs: dict[str, Any], fn: Callable[..., Any]) -> Any:
+        if self._overridden and self._override_var.get() is None:
+            # A block is open in another task: this one runs the plans as ever.
+            try:
+                started = self._ready.get(fn)
+            except TypeError:  # an unhashable callable object
+                started = None
+            if started is not None:
+                return await started(kwargs, fn)
         fn, plan, kwargs = self._for_run(fn, kwargs)
         self._check_scopes(plan, None)
         if plan.value_types:
             self._refuse_values(plan)
-        if self.concurrent or self.call_timeout is not None:
-            async with self.call() as call:
-                return await call.run(plan, **kwargs)
         start = self._start(plan)
         if Scope.SESSION not in plan.scopes and plan.overrides is None:
             ready = self._ready
@@ -557,32 +563,44 @@ class Container:
                 if len(ready) >= _MAX_PLANS and fn not in ready:
                     del ready[next(iter(ready))]  # bounded: a miss only costs a lookup
                 ready[fn] = start
-                if is_cold(start):  # once hot, `run` starts the generated code itself
-                    plan._on_hot.append(functools.partial(_warmed, ready, fn, start))
-        return await start(kwargs, EMPTY, None, self._app, None, fn)
+                if is_cold(plan.run_fn):  # once hot, `run` starts the generated code
+                    plan._on_hot.append(functools.partial(self._warmed, fn, start, plan))
+        return await start(kwargs, fn)
 
     def _start(self, plan: Plan) -> Callable[..., Coroutine[Any, Any, Any]]:
-        """What `run` calls, with the generated code's arguments, to start a checked
-        *plan*: that code itself, with no scope object, when the plan has no CALL
-        resources or sets them all up and tears them down itself (``direct``, see
-        `direct_shape`); else the code in a call scope."""
-        if not plan.needs_call:
-            return plan.run_fn
-        direct = plan.direct_fn
-        return direct if direct is not None else functools.partial(self._run_in_scope, plan)
+        """What `run` calls, as ``start(kwargs, fn)``, to start a checked *plan* with no
+        SESSION step and no framework value: its generated ``entry`` (see `generate`),
+        with no scope object, when the plan has no CALL resources or sets them all up
+        and tears them down itself (see `direct_shape`); else the plan in a call scope.
+        A plan still cold is interpreted (`cold_runner`) until it turns hot."""
+        if self.concurrent or self.call_timeout is not None:
+            return functools.partial(self._run_in_call, plan)
+        if plan.needs_call and not direct_shape(plan.steps):
+            return functools.partial(self._run_in_scope, plan)
+        if is_cold(plan.run_fn):
+            return functools.partial(self._run_cold, plan)
+        entry = plan.entry_fn
+        return types.MethodType(entry, self._app) if Scope.APP in plan.scopes else entry
+
+    def _warmed(self, fn: Any, start: Any, plan: Plan, run: Callable[..., Any]) -> None:
+        """A cold plan turned hot: `run` starts its generated entry from now on."""
+        ready = self._ready
+        if ready.get(fn) is start:
+            ready[fn] = self._start(plan)
+
+    async def _run_cold(self, plan: Plan, args: dict[str, Any], body: Callable[..., Any]) -> Any:
+        return await plan.run_fn(args, EMPTY, None, self._app, None, body)
 
     async def _run_in_scope(
-        self,
-        plan: Plan,
-        args: dict[str, Any],
-        values: Any,
-        call: Any,
-        app: LiveScope | None,
-        session: Any,
-        body: Callable[..., Any],
+        self, plan: Plan, args: dict[str, Any], body: Callable[..., Any]
     ) -> Any:
         async with Call(self, None, None, None, False, False, None, None) as scope:
-            return await plan.run_fn(args, values, scope, app, session, body)
+            return await plan.run_fn(args, EMPTY, scope, self._app, None, body)
+
+    async def _run_in_call(self, plan: Plan, args: dict[str, Any], body: Callable[..., Any]) -> Any:
+        # Branches run concurrently, or under a deadline: in a call scope of its own.
+        async with self.call() as call:
+            return await call.run(plan, **args)
 
     def _refuse_values(self, plan: Plan) -> None:
         """`run` supplies no framework values: say which parameter needs one, and how."""
@@ -663,12 +681,6 @@ class Container:
 
 
 _NEW, _OPEN, _CLOSED = "new", "open", "closed"  # a Call's life, compared by identity
-
-
-def _warmed(ready: dict[Any, Any], fn: Any, start: Any, run: Callable[..., Any]) -> None:
-    """A cold plan turned hot: `run` starts its generated code from now on."""
-    if ready.get(fn) is start:
-        ready[fn] = run
 
 
 def _callable_name(fn: Any) -> str:
@@ -799,6 +811,7 @@ class OverrideBlock:
         self._plain = plain
         container._override_var.set(self._push(container._override_var.get() or NO_OVERRIDES))
         container._overridden += 1
+        container._hot = _NOTHING_READY  # `run` then checks for blocks (see `_run`)
 
     def _leave(self, *, sync: bool) -> list[tuple[Step, Any]]:
         """Drop this block from the current context; take out the values built from it.
@@ -809,6 +822,8 @@ class OverrideBlock:
         container = self._container
         block = self._id
         container._overridden -= 1
+        if not container._overridden:
+            container._hot = container._ready
         current = container._override_var.get()
         if current is not None and block in current.stamp:
             state = NO_OVERRIDES

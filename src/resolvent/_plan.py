@@ -68,8 +68,8 @@ class PlanCode(Protocol):
         ...
 
     def function(self, plan: Plan, variant: str) -> Callable[..., Any] | None:
-        """*plan*'s generated *variant*, compiled now: ``"run"``, ``"resolve"`` or
-        ``"direct"`` (None if a CALL resource of *plan* needs a call scope)."""
+        """*plan*'s generated *variant*, compiled now: ``"run"``, ``"resolve"``,
+        ``"direct"`` (None if a CALL resource of *plan* needs a call scope) or ``"entry"``."""
         ...
 
     def source(self, plan: Plan, variant: str) -> str:
@@ -113,6 +113,9 @@ class Plan:
         default_factory=list[Callable[..., Any] | None], repr=False
     )
     fn_threaded: bool = False  # a sync fn not marked `inline`: its body runs in a thread
+    _entry: list[Callable[..., Any]] = field(
+        default_factory=list[Callable[..., Any]], repr=False, compare=False
+    )
     _on_hot: list[Callable[[Callable[..., Any]], None]] = field(
         default_factory=list[Callable[[Callable[..., Any]], None]], repr=False, compare=False
     )
@@ -153,6 +156,19 @@ class Plan:
         if not direct:
             direct.append(self.code.function(self, "direct"))
         return direct[0]
+
+    @property
+    def entry_fn(self) -> Callable[..., Any]:
+        """The generated ``entry`` function (what `Container.run` starts: ``run``, or
+        ``direct`` with CALL resources, for a call with no call scope, framework values or
+        session); made on first use. Only for a plan with no SESSION step and no framework
+        value whose CALL resources need no call scope."""
+        entry = self._entry
+        if not entry:
+            function = self.code.function(self, "entry")
+            assert function is not None
+            entry.append(function)
+        return entry[0]
 
     def path_to(self, index: int) -> str:
         """How the plan reaches step *index*: ``root.param -> resolver.param -> ...``."""
