@@ -4,6 +4,7 @@ asking the cold runner on every call (which cost the in-process tools/call bench
 
 from typing import Annotated, Any
 
+import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
 
@@ -42,3 +43,80 @@ async def test_a_hot_tool_starts_its_generated_code(
         for _ in range(8):
             assert text(await c.call_tool("greet", {"name": "Ada"})) == "hi Ada"
     assert len(heated) == 1  # made hot once; later calls do not go through the cold runner
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_hot_tool_follows_an_override_block_and_leaves_it(mode: str) -> None:
+    """Once hot, a tool starts its code from the wrapper; an override entered later still
+    applies inside its block, and the tool goes back to the real provider after it."""
+    container = Container()
+    server = MCPServer("t")
+
+    from resolvent.mcp import inject
+
+    @server.tool()
+    @inject(container)
+    async def greet(w: Annotated[str, Resolve(word)]) -> str:
+        return w
+
+    async def fake() -> str:  # async, as `word`: the overridden plan starts directly too
+        return "fake"
+
+    async with client(server, mode) as c:
+        for _ in range(8):
+            assert text(await c.call_tool("greet", {})) == "hi"
+    with container.override(word, fake):
+        async with client(server, mode) as c:
+            for _ in range(8):
+                assert text(await c.call_tool("greet", {})) == "fake"
+    async with client(server, mode) as c:
+        assert text(await c.call_tool("greet", {})) == "hi"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_hot_tool_obeys_concurrent_and_call_timeout_set_later(mode: str) -> None:
+    """Settings changed after a tool is hot apply to its next call: `concurrent` runs
+    the two branches at once (each waits for the other), `call_timeout` bounds a
+    resolver that never finishes."""
+    container = Container()
+    server = MCPServer("t")
+    state = {"meet": False, "stall": False}
+    met = {"a": anyio.Event(), "b": anyio.Event()}
+
+    async def branch_a() -> str:
+        if state["meet"]:
+            met["a"].set()
+            await met["b"].wait()
+        if state["stall"]:
+            await anyio.Event().wait()
+        return "a"
+
+    async def branch_b() -> str:
+        if state["meet"]:
+            met["b"].set()
+            await met["a"].wait()
+        return "b"
+
+    from resolvent.mcp import inject
+
+    @server.tool()
+    @inject(container)
+    async def pair(
+        a: Annotated[str, Resolve(branch_a)], b: Annotated[str, Resolve(branch_b)]
+    ) -> str:
+        return a + b
+
+    with anyio.fail_after(30):  # a tool that ignored the new settings would hang
+        async with client(server, mode) as c:
+            for _ in range(8):
+                assert text(await c.call_tool("pair", {})) == "ab"
+            container.concurrent = True
+            state["meet"] = True
+            assert text(await c.call_tool("pair", {})) == "ab"
+            container.concurrent = False
+            state["meet"] = False
+            container.call_timeout = 0.05
+            state["stall"] = True
+            result = await c.call_tool("pair", {})
+    assert result.is_error
+    assert "call_timeout=0.05" in text(result)

@@ -91,6 +91,7 @@ _DEFAULT_IDLE_TIMEOUT = 3600.0
 _CONTEXT_NAMES = ("ctx", "context", "mcp_context", "resolvent_context")
 
 _tables: weakref.WeakKeyDictionary[Container, SessionTable] = weakref.WeakKeyDictionary()
+_NO_VALUES: dict[Any, Any] = {}  # read only: a plan that takes no Context reads no values
 _modern: dict[str | None, bool] = {}
 
 
@@ -222,6 +223,9 @@ class _Tool:
 
     def _hot(self, plan: Plan, function: Callable[..., Any]) -> None:
         if self.plan is plan:  # not a plan an override or a new provider replaced since
+            ready = self.container._ready
+            if ready.get(self) is self.start:
+                ready[self] = function
             self.start = function
 
     def _make_wrapper(self, plan: Plan) -> Callable[..., Awaitable[Any]]:
@@ -237,9 +241,34 @@ class _Tool:
             )
         returns = hints.get("return", inspect.Signature.empty)
         run = self.run
+        container = self.container
+        # The container's table of checked plans that start with no scope object (what
+        # `Container.run` reads): `run` enters this tool once a call took that path; the
+        # container empties it whenever the answer may change (a new provider, value
+        # type, `concurrent` or `call_timeout`, the APP scope closing).
+        ready = container._ready
+        tool, takes_ctx, ctx_name, body = self, self.takes_ctx, self.ctx_name, fn
+        own_flow = types.InputRequiredResult
 
         async def wrapper(**kwargs: Any) -> Any:
-            return await run(kwargs)
+            start = ready.get(tool)
+            if start is None or (
+                container._overridden and container._override_var.get() is not None
+            ):
+                return await run(kwargs)
+            # The hot path, in this one frame: no questions, no SESSION values, no scope
+            # object; what `run` checked holds until the table is emptied.
+            ctx = kwargs.pop(ctx_name, None) if takes_ctx else None
+            try:
+                result = await start(
+                    kwargs, {Context: ctx} if takes_ctx else _NO_VALUES, None, container._app,
+                    None, body,
+                )  # fmt: skip
+            except StateError as exc:
+                raise _state_refusal(ctx, tool.plan, exc) from None
+            if isinstance(result, own_flow):
+                return tool._own_result(result)
+            return result
 
         annotations: dict[str, Any] = {
             p.name: p.annotation for p in params if p.annotation is not inspect.Parameter.empty
@@ -267,6 +296,8 @@ class _Tool:
             # No questions, no CALL resources, no SESSION values: no scope object needed.
             if self.needs_app:
                 container._check_scopes(plan, None)
+            if plan.overrides is None:  # the wrapper starts it itself from now on
+                container._ready[self] = self.start
             try:
                 result = await self.start(
                     kwargs, {Context: ctx}, None, container._app, None, self.fn
