@@ -1,6 +1,5 @@
-"""Running plans: which engine runs a plan (its first calls interpreted, then generated code),
-the `PlanCode` every plan is built with, and the error of a call that timed out. It generates
-and interprets nothing itself: `_codegen` and `_interpreter` do.
+"""Running plans: tiering (a plan's first calls interpreted, then its generated code), the
+`PlanCode` plans are built with, and the timeout error. It never generates or interprets itself.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The interpreter: resolves a plan step by step, or in concurrent branches, for what the
-generated code does not do (concurrency, multi-round asking, a call scope several plans share).
-It never generates code.
+"""The interpreter: resolves a plan step by step or in concurrent branches, for what the
+generated code does not do (concurrency, rounds, a shared call scope). It never generates code.
 """
 
 from __future__ import annotations
