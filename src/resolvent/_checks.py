@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import typing
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ._annotations import NO_DEFAULT, Unresolved, type_name, unresolved_error
@@ -48,7 +48,7 @@ class Walk(Protocol):
     def root(self) -> FunctionInfo: ...
     @property
     def nodes(self) -> Mapping[Hashable, Node]: ...
-    def expand(self, key: Hashable) -> list[tuple[Param, Hashable]]: ...
+    def expand(self, key: Hashable) -> Sequence[tuple[Param, Hashable]]: ...
 
 
 # -- where: the path from the compiled function ------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import types
 import typing
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, get_args, get_origin
 
 from ._annotations import NO_DEFAULT, type_name
@@ -26,6 +26,7 @@ from ._checks import (
     refuse_unclosable,
     unclassifiable,
 )
+from ._kinds import Kind
 from ._markers import Resolve, is_inline
 from ._plan import Input, Step
 from ._record import field, record
@@ -80,10 +81,8 @@ class _Node:
     parent: Hashable | None
     param: str
     replaces: Hashable = None  # the key of the provider this node stands in for
-    edges: list[tuple[Param, Hashable]] | None = None
-    inputs: list[Input | tuple[Param, Hashable]] = field(
-        default_factory=list[Input | tuple[Param, Hashable]]
-    )
+    edges: Sequence[tuple[Param, Hashable]] | None = None
+    inputs: Sequence[Input | tuple[Param, Hashable]] = ()
 
     @property
     def name(self) -> str:
@@ -177,7 +176,7 @@ class _Compiler:
             raise no_provider(self, self.registry, where, tp, consumer, param.name)
         raise ambiguous(self, offered, where, tp, consumer, param.name)
 
-    def expand(self, key: Hashable) -> list[tuple[Param, Hashable]]:
+    def expand(self, key: Hashable) -> Sequence[tuple[Param, Hashable]]:
         """Classify every parameter of one resolver; return its resolver edges."""
         node = self.nodes[key]
         if node.edges is not None:
@@ -189,6 +188,7 @@ class _Compiler:
                 return self._replay(node, found)
         info, scope = node.provider.info, node.provider.scope
         edges: list[tuple[Param, Hashable]] = []
+        inputs: list[Input | tuple[Param, Hashable]] = []
         values: list[Any] = []
         for param in info.params:
             if param.marker is not None:
@@ -196,13 +196,13 @@ class _Compiler:
                 check_type(self, key, param, self.nodes[child])
                 check_lifetime(self, node, param, self.nodes[child])
                 edges.append((param, child))
-                node.inputs.append((param, child))
+                inputs.append((param, child))
                 continue
             declared = self.value_type(param.bare)
             if declared is not None:
                 if scope > Scope.CALL:
                     captive_source(self, node, param, f"the framework value {type_name(declared)}")
-                node.inputs.append(Input(param.name, "value", value_type=declared))
+                inputs.append(Input(param.name, "value", value_type=declared))
                 values.append(declared)
                 continue
             memo = None  # classified by the handler's own arguments: not shared
@@ -213,33 +213,36 @@ class _Compiler:
                 default = (
                     root_param.default if root_param.default is not NO_DEFAULT else param.default
                 )
-                node.inputs.append(Input(param.name, "arg", arg=param.name, default=default))
+                inputs.append(Input(param.name, "arg", arg=param.name, default=default))
                 continue
             if param.default is not NO_DEFAULT:
                 continue
             unclassifiable(self, node, param, self.root_args, self.value_types)
         node.edges = edges
+        node.inputs = inputs
         if memo is not None and not any(self.nodes[c].replaced is not None for _, c in edges):
             if len(memo) >= 4096:
                 memo.clear()
             children = tuple(self.nodes[c].provider for _, c in edges)
-            memo[key] = (node.provider, tuple(edges), children, tuple(node.inputs), tuple(values))
+            memo[key] = (node.provider, tuple(edges), children, tuple(inputs), tuple(values))
         return edges
 
-    def _replay(self, node: _Node, found: tuple[Any, ...]) -> list[tuple[Param, Hashable]]:
-        """*node*'s expansion as an earlier plan checked it: the same edges and inputs,
-        children created where this plan has not met them yet."""
+    def _replay(self, node: _Node, found: tuple[Any, ...]) -> Sequence[tuple[Param, Hashable]]:
+        """*node*'s expansion as an earlier plan checked it: the same edges and inputs
+        (shared, never changed), children created where this plan has not met them yet."""
         _, edges, children, inputs, values = found
+        edges = typing.cast(tuple[tuple[Param, Hashable], ...], edges)
         nodes = self.nodes
+        key = node.key
         for (param, child), provider in zip(edges, children, strict=True):
             if child not in nodes:
-                nodes[child] = _Node(provider, child, None, node.key, param.name)
+                nodes[child] = _Node(provider, child, None, key, param.name)
         for declared in values:
             if declared not in self.used_values:
                 self.used_values.append(declared)
-        node.inputs = list(inputs)
-        node.edges = list(edges)
-        return node.edges
+        node.inputs = inputs
+        node.edges = edges
+        return edges
 
     # -- the walk --------------------------------------------------------------------
 
@@ -252,6 +255,7 @@ class _Compiler:
                 arguments.append(param.name)
         post: list[Hashable] = []
         state: dict[Hashable, int] = {}
+        nodes = self.nodes
         for param in self.root.params:
             if param.marker is None:
                 declared = self.value_type(param.bare)
@@ -259,15 +263,18 @@ class _Compiler:
                     root_inputs.append(Input(param.name, "value", value_type=declared))
                 continue
             start = self.target(param, param.marker, None)
-            check_type(self, None, param, self.nodes[start])
+            check_type(self, None, param, nodes[start])
             root_inputs.append((param, start))
             if state.get(start) == 2:
                 continue
             state[start] = 1
+            # Each node is expanded once, when the walk first enters it; the stack keeps
+            # its edges beside it (`cycle` reads the keys and next indexes).
             stack: list[tuple[Hashable, int]] = [(start, 0)]
+            edges_of = [self.expand(start)]
             while stack:
                 key, index = stack[-1]
-                edges = self.expand(key)
+                edges = edges_of[-1]
                 if index < len(edges):
                     stack[-1] = (key, index + 1)
                     child = edges[index][1]
@@ -275,19 +282,25 @@ class _Compiler:
                     if seen is None:
                         state[child] = 1
                         stack.append((child, 0))
+                        edges_of.append(self.expand(child))
                     elif seen == 1:
                         raise cycle(self, stack, child)
                 else:
                     state[key] = 2
-                    check_asks(self.nodes[key])
+                    check_asks(nodes[key])
                     post.append(key)
                     stack.pop()
-        nodes = self.nodes
-        order = toposort(
-            post,
-            lambda key: {c for _, c in nodes[key].edges or ()},
-            lambda key: _threaded(nodes[key]),
-        )
+                    edges_of.pop()
+        if any(_threaded(nodes[key]) for key in post):
+            order = toposort(
+                post,
+                lambda key: {c for _, c in nodes[key].edges or ()},
+                lambda key: _threaded(nodes[key]),
+            )
+        else:
+            # With no worker-thread step the sort keeps the walk's post-order as it is
+            # (every key's children come before it, and ties go to the earlier key).
+            order = post
         return self.build(order, root_inputs, tuple(arguments))
 
     def build(
@@ -300,59 +313,92 @@ class _Compiler:
         taints: dict[Hashable, frozenset[int]] = {}
         wire_seen: dict[str, int] = {}
         steps: list[Step] = []
-        for key in order:
-            node = self.nodes[key]
-            # A value built from a replacement is cached under the ids of the blocks it
-            # depends on: another block (entered or left) does not rebuild it, and leaving
-            # one of its blocks finds and closes it.
-            taint = (
-                frozenset(() if node.replaced is None else (node.replaced,)).union(
+        nodes = self.nodes
+        overridden = self.overrides is not NO_OVERRIDES
+        bases = self.registry.wire_bases
+        for i, key in enumerate(order):
+            node = nodes[key]
+            taint = _NO_TAINT  # nothing is replaced
+            if overridden:
+                # A value built from a replacement is cached under the ids of the blocks
+                # it depends on: another block (entered or left) does not rebuild it, and
+                # leaving one of its blocks finds and closes it.
+                taint = frozenset(() if node.replaced is None else (node.replaced,)).union(
                     *(taints.get(child, ()) for _, child in node.edges or ())
                 )
-                if self.overrides is not NO_OVERRIDES
-                else _NO_TAINT  # nothing is replaced
-            )
-            if taint:
-                taints[key] = taint
-                refuse_unclosable(self, node, taint, self.overrides.plain)
-            base = _wire_base(node.provider.fn)
+                if taint:
+                    taints[key] = taint
+                    refuse_unclosable(self, node, taint, self.overrides.plain)
+            provider = node.provider
+            info = provider.info
+            fn = info.fn
+            known = bases.get(key)
+            if known is not None and known[0] is fn:
+                base = known[1]
+            else:
+                base = _wire_base(fn)
+                if len(bases) >= _MAX_BASES:
+                    bases.clear()
+                bases[key] = (fn, base)
             count = wire_seen.get(base, 0)
             wire_seen[base] = count + 1
-            provider = node.provider
             steps.append(
                 Step(
-                    index=index[key],
-                    fn=provider.fn,
-                    name=node.name,
+                    index=i,
+                    fn=fn,
+                    name=info.name,
                     key=("override", taint, key) if taint else key,
                     scope=provider.scope,
-                    kind=provider.info.kind,
+                    kind=info.kind,
                     # An async factory made its context manager on the event loop:
                     # it is entered and exited there too, not in a worker thread.
-                    inline=provider.inline or provider.info.awaits,
-                    may_ask=provider.info.may_ask and provider.scope is Scope.CALL,
-                    inputs=tuple(self._input(item, index) for item in node.inputs),
+                    inline=provider.inline or info.awaits,
+                    may_ask=info.may_ask and provider.scope is Scope.CALL,
+                    inputs=_inputs(node.inputs, index),
                     wire_key=base if count == 0 else f"{base}#{count}",
                     parent=index[node.parent] if node.parent is not None else -1,
                     param=node.param,
-                    awaits=provider.info.awaits,
+                    awaits=info.awaits,
                 )
             )
         return Graph(
             root=self.root,
             steps=tuple(steps),
-            inputs=tuple(self._input(item, index) for item in root_inputs),
+            inputs=_inputs(root_inputs, index),
             arguments=arguments,
             value_types=tuple(self.used_values),
         )
 
-    @staticmethod
-    def _input(item: Input | tuple[Param, Hashable], index: dict[Hashable, int]) -> Input:
-        if isinstance(item, Input):
-            return item
-        param, child = item
-        return Input(param.name, "step", step=index[child], outcome=param.outcome)
 
+def _inputs(
+    items: Sequence[Input | tuple[Param, Hashable]], index: dict[Hashable, int]
+) -> tuple[Input, ...]:
+    """The plan's inputs for *items*: a resolver edge becomes the input of its step."""
+    if not items:
+        return ()
+    made: list[Input] = []
+    for item in items:
+        if isinstance(item, Input):
+            made.append(item)
+            continue
+        param, child = item
+        step = index[child]
+        if param.outcome is not None:
+            made.append(Input(param.name, "step", step=step, outcome=param.outcome))
+            continue
+        # Inputs are values: every plan shares the one for a parameter name and step.
+        found = _STEP_INPUTS.get((param.name, step))
+        if found is None:
+            if len(_STEP_INPUTS) >= _MAX_BASES:
+                _STEP_INPUTS.clear()
+            found = _STEP_INPUTS[param.name, step] = Input(param.name, "step", step=step)
+        made.append(found)
+    return tuple(made)
+
+
+_STEP_INPUTS: dict[tuple[str, int], Input] = {}
+_MAX_BASES = 4096
+"""Entries a compile cache keeps (wire keys, shared inputs): bounded, as the plan cache is."""
 
 _NO_TAINT: frozenset[int] = frozenset()
 
@@ -374,11 +420,7 @@ def build_graph(
 def _threaded(node: _Node) -> bool:
     """Whether *node*'s step runs in a worker thread (a plain sync CALL function)."""
     provider = node.provider
-    return (
-        provider.info.kind.value == "function"
-        and not provider.inline
-        and provider.scope is Scope.CALL
-    )
+    return provider.info.kind is Kind.SYNC and not provider.inline and provider.scope is Scope.CALL
 
 
 def _wire_base(fn: Any) -> str:

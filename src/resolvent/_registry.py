@@ -74,6 +74,9 @@ class Registry:
         # key -> a resolver's checked expansion (see `_Compiler.expand`); cleared with
         # the container's plans whenever a registration changes.
         self.expansions: dict[Hashable, tuple[Any, ...]] = {}
+        # key -> (function, its question key on the wire): what compiling a step costs
+        # once per resolver; checked against the function, so never stale.
+        self.wire_bases: dict[Hashable, tuple[Any, str]] = {}
 
     def add(
         self,
