@@ -6,6 +6,8 @@ Usage:
     python3 dev.py test [ARGS]   run the test suite (ARGS go to pytest)
     python3 dev.py check         ruff check, ruff format --check, mypy, pyright
     python3 dev.py bench [ARGS]  run the benchmarks (ARGS go to python -m benchmarks)
+    python3 dev.py bench --python 3.12[,3.13...] [ARGS]
+                                 the same under other CPythons, one run each (see below)
     python3 dev.py docs          build the documentation (mkdocs build --strict)
 
 The first run creates .venv next to this file and installs the project into it,
@@ -13,12 +15,19 @@ editable: `demo` needs only the mcp extra (the package and the MCP SDK); the oth
 commands add the dev extra (test runners, type checkers, docs, benchmark peers).
 It reinstalls whenever pyproject.toml changes. Every command then runs with the
 virtualenv's Python, and dev.py exits with that command's exit code.
+
+`bench --python X.Y` finds CPython X.Y (pythonX.Y on PATH, else pyenv's), makes
+.venv-bench/pyX.Y with the package and its mcp, fastapi and bench extras, each package
+at the version .venv has (so every interpreter runs the same peers), and writes
+benchmarks/results/quick-pyXY.json (latest-pyXY.json without --quick) unless ARGS give
+--json. For the version of .venv's own interpreter it runs in .venv.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -39,6 +48,9 @@ WHAT = {
     "dev": "the development tools: pytest, ruff, mypy, pyright, mkdocs, benchmark peers",
 }
 MIN_PYTHON = (3, 11)
+BENCH_VENVS = ROOT / ".venv-bench"
+BENCH_EXTRAS = ("mcp", "fastapi", "bench")
+RESULTS = ROOT / "benchmarks" / "results"
 
 USAGE = __doc__.split("\n\n", 2)[1] if __doc__ else ""
 
@@ -55,12 +67,13 @@ def venv_python() -> Path:
     return venv_bin() / ("python.exe" if os.name == "nt" else "python")
 
 
-def child_env() -> dict[str, str]:
-    """Environment for commands run inside the virtualenv (as if activated)."""
+def child_env(venv_dir: Path = VENV) -> dict[str, str]:
+    """Environment for commands run inside a virtualenv (as if activated)."""
     env = dict(os.environ)
     env.pop("PYTHONHOME", None)
-    env["VIRTUAL_ENV"] = str(VENV)
-    env["PATH"] = str(venv_bin()) + os.pathsep + env.get("PATH", "")
+    env["VIRTUAL_ENV"] = str(venv_dir)
+    bin_dir = venv_dir / ("Scripts" if os.name == "nt" else "bin")
+    env["PATH"] = str(bin_dir) + os.pathsep + env.get("PATH", "")
     return env
 
 
@@ -127,11 +140,15 @@ def requirement(line: str) -> str:
     return ""
 
 
-def pip_install(extras: Sequence[str]) -> int:
+def pip_install(
+    extras: Sequence[str], python: Path | None = None, constraints: Path | None = None
+) -> int:
     """Install the project with *extras*, printing pip's steps one short line each."""
+    python = python or venv_python()
     cmd: list[str | Path] = [
-        venv_python(), "-m", "pip", "install",
+        python, "-m", "pip", "install",
         "--disable-pip-version-check", "--progress-bar", "off",
+        *(["-c", constraints] if constraints else []),
         "-e", f".[{','.join(extras)}]",
     ]  # fmt: skip
     started = time.monotonic()
@@ -140,7 +157,7 @@ def pip_install(extras: Sequence[str]) -> int:
         proc = subprocess.Popen(
             [str(c) for c in cmd],
             cwd=ROOT,
-            env=child_env(),
+            env=child_env(python.parent.parent),
             stdout=subprocess.PIPE,
             text=True,
             bufsize=1,
@@ -219,7 +236,124 @@ def action_check(args: list[str]) -> int:
 
 
 def action_bench(args: list[str]) -> int:
-    return run([venv_python(), "-m", "benchmarks", *args], env=child_env())
+    versions, args = split_python_option(args)
+    if versions is None:
+        return run([venv_python(), "-m", "benchmarks", *args], env=child_env())
+    if not versions or any(not re.fullmatch(r"3\.\d+", v) for v in versions):
+        log(f"--python takes versions like 3.12 or 3.12,3.13 (got {','.join(versions)!r})")
+        return 2
+    if any(a == "--json" or a.startswith("--json=") for a in args) and len(versions) > 1:
+        log("--json names one file: give it with one --python version, or leave it out")
+        return 2
+    first = 0
+    for version in versions:
+        code = bench_under(version, args)
+        log(f"Python {version}: exit {code}")
+        first = first or code
+    return first
+
+
+def split_python_option(args: list[str]) -> tuple[list[str] | None, list[str]]:
+    """The versions `--python A,B` (or `--python=A,B`) names, and the other arguments."""
+    rest: list[str] = []
+    versions: list[str] | None = None
+    it = iter(args)
+    for arg in it:
+        if arg == "--python":
+            value = next(it, "")
+        elif arg.startswith("--python="):
+            value = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+            continue
+        versions = [v.strip() for v in value.split(",") if v.strip()]
+    return versions, rest
+
+
+def version_of(python: str | Path) -> tuple[int, int] | None:
+    try:
+        out = subprocess.run(
+            [str(python), "-c", "import sys; print(*sys.version_info[:2])"],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout  # fmt: skip
+        major, minor = out.split()
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return int(major), int(minor)
+
+
+def find_python(version: str) -> str | None:
+    """An interpreter of *version* (like "3.12"): pythonX.Y on PATH, else pyenv's newest."""
+    wanted = tuple(map(int, version.split(".")))
+    candidates = [p for p in [shutil.which(f"python{version}")] if p]
+    pyenv = shutil.which("pyenv")
+    if pyenv:
+        try:
+            root = subprocess.run([pyenv, "root"], capture_output=True, text=True,
+                                  timeout=60, check=True).stdout.strip()  # fmt: skip
+            bare = subprocess.run([pyenv, "versions", "--bare"], capture_output=True,
+                                  text=True, timeout=60, check=True).stdout.split()  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            root, bare = "", []
+        mine = [v for v in bare if re.fullmatch(rf"{re.escape(version)}\.\d+", v)]
+        for v in sorted(mine, key=lambda v: int(v.rsplit(".", 1)[1]), reverse=True):
+            candidates.append(str(Path(root) / "versions" / v / "bin" / f"python{version}"))
+    return next((c for c in candidates if version_of(c) == wanted), None)
+
+
+def bench_pins() -> str:
+    """`name==version` for every package installed in .venv but resolvent itself: the peers,
+    their engines (uncalled-for under FastMCP) and what they run on (pydantic, starlette)
+    stay at the versions the main run measured. Pins of packages the benchmark virtualenv
+    does not install (the type checkers, the docs) are constraints only: pip ignores them."""
+    freeze = subprocess.run(
+        [str(venv_python()), "-m", "pip", "freeze", "--exclude-editable"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    pins = [ln for ln in freeze.splitlines() if re.fullmatch(r"[A-Za-z0-9_.-]+==\S+", ln)]
+    return "".join(f"{ln}\n" for ln in pins if not ln.lower().startswith("resolvent=="))
+
+
+def bench_under(version: str, args: list[str]) -> int:
+    """Run the harness under CPython *version* in its own virtualenv, with .venv's peers."""
+    tag = "py" + version.replace(".", "")
+    stem = "quick" if "--quick" in args else "latest"
+    extra: list[str] = []
+    if not any(a == "--json" or a.startswith("--json=") for a in args):
+        extra += ["--json", str(RESULTS / f"{stem}-{tag}.json")]
+    if version_of(venv_python()) == tuple(map(int, version.split("."))):
+        log(f"Python {version}: .venv's own interpreter")
+        env_dir, python = VENV, venv_python()
+    else:
+        found = find_python(version)
+        if found is None:
+            log(f"no Python {version} here (python{version} on PATH, pyenv); install it first")
+            return 2
+        env_dir = BENCH_VENVS / f"py{version}"
+        python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
+        pins = bench_pins()
+        stamp = env_dir / ".resolvent-installed"
+        wanted = hashlib.sha256(PYPROJECT.read_bytes() + pins.encode()).hexdigest()
+        have = stamp.read_text(encoding="utf-8").strip() if stamp.exists() else ""
+        if have != wanted:
+            log(f"Python {version} ({found}): installing into {env_dir.relative_to(ROOT)}")
+            shutil.rmtree(env_dir, ignore_errors=True)
+            code = run([found, "-m", "venv", env_dir])
+            if code != 0:
+                return code
+            constraints = env_dir / "constraints.txt"
+            constraints.write_text(pins, encoding="utf-8")
+            code = pip_install(BENCH_EXTRAS, python, constraints)
+            if code != 0:
+                log(f"install under Python {version} failed (exit {code})")
+                return code
+            stamp.write_text(wanted + "\n", encoding="utf-8")
+    if not any(a == "--plot" or a.startswith("--plot=") for a in args):
+        # The chain plot of another interpreter is not published: keep it out of the tree.
+        plot = (BENCH_VENVS / f"{stem}-{tag}-chain.png") if env_dir == VENV else None
+        extra += ["--plot", str(plot or env_dir / f"{stem}-chain.png")]
+    log(f"Python {version}: python -m benchmarks {' '.join([*args, *extra])}")
+    return run([python, "-m", "benchmarks", *args, *extra], env=child_env(env_dir))
 
 
 def action_docs(args: list[str]) -> int:
