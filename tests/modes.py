@@ -17,7 +17,7 @@ def make_container(mode: str) -> Container:
         # A plan's first calls are interpreted, then its code generated (see
         # `cold_runner`); this mode runs the generated code from the first call, and
         # the interpreter mode covers the interpreter.
-        container._tiered = False
+        container._plans.tiered = False
     return container
 
 

@@ -7,7 +7,8 @@ resources down in reverse order, and lets resolvers ask the user with `Elicit`.
 
 from typing import TYPE_CHECKING, Any
 
-from ._container import Call, Container, Session
+from ._call import Call
+from ._container import Container
 from ._errors import (
     InputRequired,
     InvalidAnswer,
@@ -21,6 +22,7 @@ from ._errors import (
 from ._markers import Elicit, Resolve, inline
 from ._plan import Plan
 from ._scopes import Scope
+from ._session import Session
 from ._stores import StateKey, StateStore
 from ._stores.memory import MemoryStore
 from ._stores.opener import open_store

@@ -125,17 +125,17 @@ def refusals(plan: Plan, target: str, args: Mapping[str, Any]) -> list[str]:
 def compile_figures(container: Container, fn: Callable[..., Any]) -> tuple[Plan, dict[str, Any]]:
     """Compile *fn* (timed: the first compile, then the median of fresh ones), and the
     memory a compiled plan keeps (traced, as ``benchmarks/`` measures it)."""
-    container._invalidate()  # pyright: ignore[reportPrivateUsage] - a cached plan is no compile
+    container._plans.invalidate()  # pyright: ignore[reportPrivateUsage] - a cached plan is no compile
     start = time.perf_counter_ns()
     container.compile(fn)
     first = time.perf_counter_ns() - start
     again: list[int] = []
     for _ in range(5):
-        container._invalidate()  # pyright: ignore[reportPrivateUsage]
+        container._plans.invalidate()  # pyright: ignore[reportPrivateUsage]
         start = time.perf_counter_ns()
         container.compile(fn)
         again.append(time.perf_counter_ns() - start)
-    container._invalidate()  # pyright: ignore[reportPrivateUsage]
+    container._plans.invalidate()  # pyright: ignore[reportPrivateUsage]
     gc.collect()
     tracemalloc.start()
     try:

@@ -32,7 +32,8 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from ._annotations import argument_parameters, shown_hints
-from ._container import Call, Container
+from ._call import Call
+from ._container import Container
 from ._errors import InvalidSignature
 from ._markers import HANDLER
 from ._scopes import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope

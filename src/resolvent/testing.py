@@ -38,7 +38,8 @@ import pytest
 from ._teardown import settle
 
 if TYPE_CHECKING:
-    from ._container import Container, OverrideBlock
+    from ._container import Container
+    from ._overrides import OverrideBlock
 
 __all__ = ("Override", "resolvent_override")
 

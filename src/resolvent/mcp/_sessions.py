@@ -26,8 +26,9 @@ import anyio
 from mcp.server.connection import Connection
 from mcp.server.mcpserver import Context
 
-from .._container import Container, Session
+from .._container import Container
 from .._home import spawn_home
+from .._session import Session
 
 __all__ = ("SessionTable", "connection_of")
 

@@ -41,7 +41,7 @@ from mcp_types.version import is_version_at_least
 from pydantic import ValidationError
 
 from .._annotations import argument_parameters, lenient_hints, shown_hints
-from .._container import Container, Session
+from .._container import Container
 from .._errors import (
     AnswerTimeout,
     CallTimeout,
@@ -53,8 +53,10 @@ from .._errors import (
 )
 from .._executor import is_cold
 from .._plan import Plan, Step
+from .._plans import check_scopes
 from .._questions import Outcome
 from .._scopes import Scope
+from .._session import Session
 from ._guard import INJECTED
 from ._sessions import SessionTable, close_entries, connection_of
 from ._wire import (
@@ -295,7 +297,7 @@ class _Tool:
         if self.direct and not container.concurrent and container.call_timeout is None:
             # No questions, no CALL resources, no SESSION values: no scope object needed.
             if self.needs_app:
-                container._check_scopes(plan, None)
+                check_scopes(plan, container._app, None)
             if plan.overrides is None:  # the wrapper starts it itself from now on
                 container._ready[self] = self.start
             try:

@@ -1,0 +1,331 @@
+"""One CALL scope (`Call`): resolving and running plans for one call, its values and its
+resources. It never compiles a plan (its container does) nor outlives its block."""
+
+# A call reads its container's private state (`CallHost`): they are one unit.
+# pyright: reportPrivateUsage=false
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from types import MappingProxyType
+from typing import Any, Protocol, TypeVar, cast, overload
+
+import anyio
+
+from ._cache import LiveScope
+from ._errors import AnswerTimeout, ResolventError
+from ._executor import timed_out
+from ._interpreter import interpret
+from ._plan import Plan, Step
+from ._plans import callable_name, check_scopes
+from ._questions import Asker
+from ._rounds import Rounds
+from ._sharing import Sharing
+from ._teardown import Exits, close_resources, settle
+from ._threads import abandonable
+
+__all__ = ("EMPTY", "Call", "CallHost")
+
+T = TypeVar("T")
+KW = TypeVar("KW", bound=Mapping[str, Any])
+EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+class CallHost(Protocol):
+    """What a call reads of its container (`Container` is the one implementation).
+
+    The container's own, not public: a call and its container are one unit.
+    """
+
+    _app: LiveScope | None  # the open APP scope, or None
+    answer_timeout: float | None
+
+    @property
+    def concurrent(self) -> bool: ...
+    @property
+    def call_timeout(self) -> float | None: ...
+    def _current(self, plan: Plan, /) -> Plan: ...
+    def _for_run(
+        self, fn: Callable[..., Any], kwargs: KW, /
+    ) -> tuple[Callable[..., Any], Plan, KW | dict[str, Any]]: ...
+
+
+_NEW, _OPEN, _CLOSED = "new", "open", "closed"  # a Call's life, compared by identity
+
+
+class Call:
+    """A CALL scope: one call's values and resources, closed on exit in reverse order.
+
+    Open one with `Container.call` or `Session.call`:
+
+    ```python
+    async with container.call(values={Context: ctx}, asker=ask_user) as call:
+        kwargs = await call.resolve(plan, {"user_id": "u1"})
+    ```
+
+    Args:
+        values: framework values by declared type.
+        asker: ``async (message, schema) -> ElicitationResult`` answering `Elicit`.
+        concurrent: run independent async branches at once (default: the container's).
+        rounds: multi-round mode: unanswered questions are batched and raised as
+            `InputRequired` instead of asked; resume with *answers* and *state*.
+        answers: wire key -> JSON-shaped answer (MCP ``ElicitResult`` shape for `Elicit`).
+        state: the `InputRequired.state` of the previous round.
+    """
+
+    __slots__ = (
+        "_container",
+        "_deadline",
+        "_paused",
+        "_session",
+        "_state",
+        "answerer",
+        "asker",
+        "cache",
+        "concurrent",
+        "exits",
+        "flight",
+        "rounds",
+        "sharing",
+        "values",
+    )
+
+    def __init__(
+        self,
+        container: CallHost,
+        session: LiveScope | None,
+        values: Mapping[Any, Any] | None,
+        asker: Asker | None,
+        concurrent: bool | None,
+        rounds: bool,
+        answers: Mapping[str, Any] | None,
+        state: str | None,
+    ) -> None:
+        self._container = container
+        self._session = session
+        self.values: Mapping[Any, Any] = values if values is not None else EMPTY
+        self.asker = asker
+        self.answerer: Callable[[Any, Any], Awaitable[Any]] | None = None
+        self.concurrent = container.concurrent if concurrent is None else concurrent
+        self.rounds = (
+            Rounds(answers, state, container.answer_timeout) if rounds or answers or state else None
+        )
+        self.exits: list[tuple[Step, Any]] = Exits()
+        self.cache: dict[Hashable, Any] = {}
+        # Several tasks may resolve in one call at once (see `resolvent._sharing.Sharing`):
+        # the generated resolution in flight, and what the others share.
+        self.flight: Plan | None = None
+        self.sharing: Sharing | None = None
+        self._state = _NEW
+        self._deadline: anyio.CancelScope | None = None  # call_timeout's, while resolving
+        self._paused: list[float] = []  # [deadline, paused at, waiting answers] while paused
+
+    async def __aenter__(self) -> Call:
+        if self._state is not _NEW:
+            raise self._misuse("async with", None)
+        self._state = _OPEN
+        # Branches and deadlines open cancel scopes around resolvers; resources are then
+        # held by tasks of their own so their setup and teardown share a task.
+        holders = self.concurrent or self._container.call_timeout is not None
+        await cast(Exits, self.exits).open(holders=holders)
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self._state = _CLOSED
+        self.cache.clear()
+        exits = self.exits
+        if isinstance(exits, Exits):
+            await exits.close(exc)
+        elif exits:
+            settle(exc, await close_resources(exits, exc))
+
+    def _misuse(self, method: str, target: Plan | Callable[..., Any] | None) -> ResolventError:
+        """The error for a call scope used outside its ``async with`` block."""
+        opener = "container.call()" if self._session is None else "session.call()"
+        if target is None:
+            return ResolventError(
+                f"this call scope was already entered once (`async with {opener} as call:`); "
+                "a call scope is used for one block only.\n"
+                f"  fix: open a new one for each block: `async with {opener} as call: ...`"
+            )
+        name = target.name if isinstance(target, Plan) else callable_name(target)
+        if self._state is _NEW:
+            what = "was never entered"
+        else:
+            what = "is already closed (its `async with` block has ended)"
+        short = name.rpartition(".")[2]
+        return ResolventError(
+            f"call.{method}({name}) on a call scope that {what}: resources it opened "
+            "would never be closed.\n"
+            f"  fix: use the call inside its block: "
+            f"`async with {opener} as call: await call.{method}({short}, ...)`"
+        )
+
+    def _prepare(self, target: Plan) -> Plan:
+        container = self._container
+        plan = container._current(target)
+        check_scopes(plan, container._app, self._session)
+        return plan
+
+    async def resolve(
+        self, plan: Plan | Callable[..., Any], args: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Resolve the plan's injected parameters (name -> value) in this call scope.
+
+        *plan* is a `Plan` or the function itself; a bound method or `functools.partial`
+        shares its function's plan (``self`` and the partial's arguments are bound per
+        call), so a per-request object does not compile again.
+
+        Raises:
+            InputRequired: in multi-round mode, when questions still need answers.
+            NotAccepted: an unwrapped consumer's question was declined or cancelled.
+            ResolventError: the call is used outside its ``async with`` block.
+        """
+        if self._state is not _OPEN:
+            raise self._misuse("resolve", plan)
+        args = EMPTY if args is None else args
+        if isinstance(plan, Plan):
+            plan = self._prepare(plan)
+        else:  # a bound method or partial shares its function's plan, as in `run`
+            _, plan, bound = self._container._for_run(plan, args)
+            check_scopes(plan, self._container._app, self._session)
+            args = bound
+        timeout = self._container.call_timeout
+        if timeout is None:
+            return await self._resolve(plan, args)
+        return await self._resolve_within(plan, args, timeout)
+
+    async def _resolve_within(
+        self, plan: Plan, args: Mapping[str, Any], seconds: float
+    ) -> dict[str, Any]:
+        """`_resolve` under ``call_timeout``; on expiry a `CallTimeout` naming what ran."""
+        cancelled: BaseException | None = None
+        try:
+            with anyio.fail_after(seconds) as scope:
+                cast(Exits, self.exits).deadline = scope.deadline
+                self._deadline = scope
+                try:
+                    return await self._resolve(plan, args)
+                except anyio.get_cancelled_exc_class() as exc:
+                    if anyio.current_time() >= scope.deadline:
+                        cancelled = exc  # the deadline's own cancellation
+                    raise
+                finally:
+                    self._deadline = None
+        except TimeoutError:
+            if cancelled is None:
+                raise  # a TimeoutError of a resolver's own
+            raise timed_out(plan, seconds, cancelled) from None
+        finally:
+            cancelled = None  # its traceback holds every frame of the resolution
+
+    async def answered(self, step: Step, answer: Awaitable[Any]) -> Any:
+        """Await a person's *answer* to *step*'s question.
+
+        The wait does not count against ``call_timeout`` (its deadline moves on by the
+        time spent waiting), and ``answer_timeout`` bounds it.
+        """
+        scope = self._deadline
+        bound = self._container.answer_timeout
+        if scope is None and bound is None:
+            return await answer
+        paused = self._paused
+        if scope is not None:
+            if not paused:  # the first of the questions waiting at once
+                paused[:] = [scope.deadline, anyio.current_time(), 0]
+                scope.deadline = cast(Exits, self.exits).deadline = math.inf
+            paused[2] += 1
+        try:
+            if bound is None:
+                return await answer
+            with anyio.move_on_after(bound):
+                return await answer
+            raise AnswerTimeout(bound, step.name, step.param)
+        finally:
+            if scope is not None:
+                paused[2] -= 1
+                if not paused[2]:
+                    deadline = paused[0] + (anyio.current_time() - paused[1])
+                    scope.deadline = cast(Exits, self.exits).deadline = deadline
+                    paused.clear()
+
+    def record(self, made: dict[Hashable, Any]) -> None:
+        """The generated resolution in flight made *made* (its CALL values): it landed."""
+        self.cache.update(made)
+        self.flight = None
+        if self.sharing is not None:
+            self.sharing.wake()
+
+    def _fly(self, plan: Plan) -> bool:
+        """Whether *plan* may resolve with generated code, as the call's only resolution
+        (its flight); it then is."""
+        if self.cache or self.flight is not None or self.sharing is not None:
+            return False
+        self.flight = plan
+        return True
+
+    def _land(self, plan: Plan) -> None:
+        """The flight ended with no CALL value to record, or failed before `fail` saw it."""
+        if self.flight is plan:
+            self.flight = None
+            if self.sharing is not None:
+                self.sharing.wake()
+
+    async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]:
+        container = self._container
+        if self.rounds is None and not self.concurrent and self._fly(plan):
+            try:
+                result: dict[str, Any] = await plan.resolve_fn(
+                    args, self.values, self, container._app, self._session, plan.fn
+                )
+            finally:
+                self._land(plan)
+            return result
+        return await interpret(
+            plan, self, args, self.values, container._app, self._session, concurrent=self.concurrent
+        )
+
+    @overload
+    async def run(self, fn: Callable[..., Awaitable[T]], /, **kwargs: Any) -> T: ...
+    @overload
+    async def run(self, fn: Callable[..., T], /, **kwargs: Any) -> T: ...
+    @overload
+    async def run(self, fn: Plan, /, **kwargs: Any) -> Any: ...
+    async def run(self, fn: Plan | Callable[..., Any], /, **kwargs: Any) -> Any:
+        """Resolve *fn*'s dependencies in this call scope and call it.
+
+        A sync (``def``) *fn* runs in a worker thread unless it is marked `inline`.
+
+        Raises:
+            ResolventError: the call is used outside its ``async with`` block.
+        """
+        if self._state is not _OPEN:
+            raise self._misuse("run", fn)
+        container = self._container
+        if isinstance(fn, Plan):
+            plan = self._prepare(fn)
+        else:
+            fn, plan, kwargs = container._for_run(fn, kwargs)
+            check_scopes(plan, container._app, self._session)
+        if (
+            self.rounds is None
+            and not self.concurrent
+            and container.call_timeout is None
+            and self._fly(plan)
+        ):
+            try:
+                return await plan.run_fn(
+                    kwargs, self.values, self, container._app, self._session, plan.fn
+                )
+            finally:
+                self._land(plan)
+        injected = await self.resolve(plan, kwargs)
+        if plan.fn_threaded:
+            return await abandonable(functools.partial(plan.fn, **kwargs, **injected))
+        result = plan.fn(**kwargs, **injected)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
