@@ -176,7 +176,7 @@ def test_inject_wrapped_mcp_tool(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_web_route_shows_the_handlers_graph(capsys: pytest.CaptureFixture[str]) -> None:
-    # The wrapper the framework sees takes only `resolvent_call` (FastAPI) or the request
+    # The wrapper the framework sees takes only `resolvent_connection` (FastAPI) or the request
     # (Starlette); the plan is the handler's, with its resolvers.
     pytest.importorskip("fastapi")
     code, out, err = run(capsys, "graph", "graph_sample_web:fastapi_notes")
@@ -184,7 +184,7 @@ def test_web_route_shows_the_handlers_graph(capsys: pytest.CaptureFixture[str]) 
     assert out.startswith("plan for graph_sample_web.fastapi_notes(user_id): 2 step(s)")
     assert "graph_sample_web.users " in out and "APP" in out
     assert "user <- step 2 (graph_sample_web.current_user)" in out
-    assert "resolvent_call" not in out
+    assert "resolvent_connection" not in out
     code, out, err = run(capsys, "graph", "graph_sample_web:starlette_home")
     assert code == 0, err
     assert out.startswith("plan for graph_sample_web.starlette_home(): 1 step(s)")

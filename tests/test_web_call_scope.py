@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import pytest
 from fastapi import APIRouter, Depends, FastAPI, Security
+from starlette.requests import HTTPConnection, Request
 from starlette.testclient import TestClient
 
 from modes import MODES, make_container
@@ -151,3 +152,27 @@ def test_two_containers_in_one_request_keep_their_own_call_scopes(backend: str) 
         assert client.get("/both").json() == [1, 1]
     assert events == ["begin 1", "commit 1"]
     assert other_events == ["begin 1", "commit 1"]
+
+
+async def test_without_fastapis_request_stack_the_call_scope_covers_the_function() -> None:
+    """Called the way FastAPI calls it (the request by keyword) but outside a request that
+    FastAPI (0.118 or later) gave an exit stack, `inject` still opens and closes the CALL
+    scope: around the function, so nothing stays open."""
+    events: list[str] = []
+    _, container, transaction = transaction_app(events)
+
+    @inject(container)
+    async def user_tx(tx: Annotated[int, Resolve(transaction)]) -> int:
+        events.append(f"saw {tx}")
+        return tx
+
+    [name] = [
+        p.name
+        for p in inspect.signature(user_tx).parameters.values()
+        if p.annotation is HTTPConnection
+    ]
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [], "query_string": b""}
+    async with container:
+        assert await user_tx(**{name: Request(scope)}) == 1
+        assert events == ["begin 1", "saw 1", "commit 1"]
+        assert "resolvent.calls" not in scope or not scope["resolvent.calls"]

@@ -11,9 +11,9 @@ decorated with `inject` and the route that uses it share it.
 
 The CALL scope closes after the response is sent, so a streaming body reads open
 resources. On Starlette the endpoint returns at once and the work (resolving, the
-function, sending its response) runs when Starlette sends that "response"; on FastAPI a
-``resolvent_call`` dependency with ``yield`` holds the scope, which FastAPI leaves after the
-response. Either way a failing handler or a departed client closes the resources too.
+function, sending its response) runs when Starlette sends that "response"; on FastAPI the
+scope's exit joins the request's exit stack, which FastAPI leaves after the response.
+Either way a failing handler or a departed client closes the resources too.
 
 This module needs Starlette (``pip install resolvent[starlette]``); the core never imports it.
 """
@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import inspect
 import typing
 from collections.abc import AsyncGenerator, Callable, Sequence
-from typing import Annotated, Any, TypeVar
+from contextlib import AsyncExitStack
+from typing import Any, TypeVar
 
 from starlette.requests import HTTPConnection, Request
 from starlette.types import Receive, Scope, Send
@@ -42,8 +44,12 @@ __all__ = ("inject",)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_CALL = "resolvent_call"
+_CONNECTION = "resolvent_connection"  # FastAPI passes the request (or WebSocket) by this name
 _CALLS = "resolvent.calls"  # the ASGI scope key of a request's open CALL scopes
+# FastAPI's exit stack of one request (FastAPI >= 0.118), which it leaves after the
+# response is sent, also when the route fails or the client leaves: where its own
+# dependencies with `yield` close.
+_REQUEST_STACK = "fastapi_inner_astack"
 
 
 def inject(container: Container) -> Callable[[F], F]:
@@ -85,16 +91,9 @@ def _values(connection: HTTPConnection) -> dict[Any, Any]:
 
 
 def _call_opener(container: Container) -> Callable[[HTTPConnection], AsyncGenerator[Call, None]]:
-    """``open_call(connection)``: the request's CALL scope on *container*, opened by the
-    first `inject` entered in the request (a FastAPI dependency, the route) and shared by
-    every later one.
-
-    The open call is kept in the request's ASGI scope (one dict per request, which
-    Starlette's routers and mounts update in place), so a dependency and the route that
-    uses it resolve in one CALL scope: each has a ``resolvent_call`` dependency of its
-    own, which FastAPI enters on the request's exit stack, the first one (the opener)
-    first, so it also leaves last, after the response is sent. FastAPI runs it as the
-    dependency itself (no context manager around it: it is on every request's path).
+    """``open_call(connection)``: the request's CALL scope on *container* for the length
+    of a block (a Starlette request and its response, a WebSocket connection), or the
+    one an earlier `inject` of the same request opened (see `_held_call`).
     """
 
     async def open_call(connection: HTTPConnection) -> AsyncGenerator[Call, None]:
@@ -115,6 +114,52 @@ def _call_opener(container: Container) -> Callable[[HTTPConnection], AsyncGenera
                 del calls[container]
 
     return open_call
+
+
+async def _held_call(container: Container, connection: HTTPConnection) -> Call | None:
+    """The request's CALL scope on *container* under FastAPI, open until FastAPI has sent
+    the response; None if this request has no exit stack of FastAPI's.
+
+    The first `inject` entered in the request (a FastAPI dependency, the route) opens it
+    and puts its exit on FastAPI's request exit stack, where FastAPI's own dependencies
+    with ``yield`` close (after the response, also when the route fails or the client
+    leaves); every later one finds it in the request's ASGI scope (one dict per request,
+    which Starlette's routers and mounts update in place), so a dependency and the route
+    that uses it resolve in one CALL scope. No dependency of resolvent's own: solving one
+    with ``yield`` costs FastAPI more per request than the whole resolution.
+    """
+    scope = connection.scope
+    calls: dict[Container, Call] | None = scope.get(_CALLS)
+    if calls is None:
+        calls = scope[_CALLS] = {}
+    else:
+        call = calls.get(container)
+        if call is not None:
+            return call
+    stack = scope.get(_REQUEST_STACK)
+    if not isinstance(stack, AsyncExitStack):
+        return None
+    call = container.call(values=_values(connection))
+    await call.__aenter__()
+    calls[container] = call
+    stack.push_async_exit(_Leave(calls, container, call))
+    return call
+
+
+class _Leave(contextlib.AbstractAsyncContextManager[None]):
+    """The exit of a request's CALL scope, on FastAPI's request exit stack (an object with
+    ``__aexit__``: the stack takes it with less work than a callback)."""
+
+    __slots__ = ("call", "calls", "container")
+
+    def __init__(self, calls: dict[Container, Call], container: Container, call: Call) -> None:
+        self.calls = calls
+        self.container = container
+        self.call = call
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        del self.calls[self.container]  # the request's scope dict no longer refers to it
+        await self.call.__aexit__(exc_type, exc, tb)
 
 
 def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -146,32 +191,37 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
             await response(scope, receive, send)
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        held: Call | None = kwargs.pop(_CALL, None)
-        if held is not None:
-            # FastAPI: the `resolvent_call` dependency holds the scope until the response
-            # is sent. A sync (def) function runs in a worker thread unless marked
-            # `inline`, as in the core and the MCP adapter.
+        connection: HTTPConnection | None = kwargs.pop(_CONNECTION, None)
+        if connection is not None:
+            # FastAPI: the request's CALL scope stays open until the response is sent. A
+            # sync (def) function runs in a worker thread unless marked `inline`, as in
+            # the core and the MCP adapter.
             if args:  # a method, bound to its instance
                 kwargs.update(_bind(plan.name, instance, args))
-            return await held.run(plan, **kwargs)
+            held = await _held_call(container, connection)
+            if held is not None:
+                return await held.run(plan, **kwargs)
+            async with request_call(connection) as call:  # not in a FastAPI route
+                return await call.run(plan, **kwargs)
         # Starlette calls an endpoint with the request (or WebSocket), a method with its
         # instance first.
         if not args:
             raise TypeError(f"{plan.name} needs the request (or WebSocket) it serves")
         *before, last = args
-        connection: HTTPConnection = last
+        connection = typing.cast(HTTPConnection, last)
         bound = _bind(plan.name, instance, before) if before else {}
         if isinstance(connection, WebSocket):
             async with request_call(connection) as call:
                 return await call.run(plan, **bound)
         return functools.partial(respond, connection, bound)
 
-    dependency = _fastapi_dependency(open_call)
-    if dependency is not None:
-        call_param = inspect.Parameter(
-            _CALL, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[Call, dependency]
+    if _has_fastapi():  # FastAPI passes a parameter annotated so the request itself
+        params.insert(
+            0,
+            inspect.Parameter(
+                _CONNECTION, inspect.Parameter.KEYWORD_ONLY, annotation=HTTPConnection
+            ),
         )
-        params.insert(0, call_param)
     if instance is not None:  # Python binds it; FastAPI reads the bound signature without it
         params.insert(0, inspect.Parameter(instance, inspect.Parameter.POSITIONAL_OR_KEYWORD))
 
@@ -226,11 +276,7 @@ def _bind(name: str, instance: str | None, args: Sequence[Any]) -> dict[str, Any
     )
 
 
-def _fastapi_dependency(open_call: Callable[[HTTPConnection], AsyncGenerator[Call, None]]) -> Any:
-    """``Depends(open_call)``, or None without FastAPI: FastAPI leaves the dependency's
-    ``yield`` after sending the response, so the CALL scope lives that long."""
-    try:
-        from fastapi import Depends
-    except ImportError:  # pragma: no cover - Starlette alone
-        return None
-    return Depends(open_call)
+def _has_fastapi() -> bool:
+    """Whether FastAPI may call the wrapper (it passes the request by name; Starlette
+    calls an endpoint with the request alone)."""
+    return importlib.util.find_spec("fastapi") is not None
