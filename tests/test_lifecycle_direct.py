@@ -73,3 +73,34 @@ async def test_the_handlers_exception_is_thrown_into_every_resource() -> None:
         await Container().run(handler)
     assert seen == [caught.value]
     assert not getattr(caught.value, "__notes__", None)
+
+
+async def test_a_setup_that_finishes_despite_the_cancellation_is_closed_with_the_others() -> None:
+    # The second resource is set up in a task of its own (its first call), and opens
+    # although the call was cancelled while it did: the call closes it, then the first.
+    events: list[str] = []
+    a = closer("a", events)
+    b_started = anyio.Event()
+
+    async def b() -> AsyncIterator[str]:
+        events.append("open b")
+        b_started.set()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            pass  # a setup that finishes regardless of the cancellation
+        try:
+            yield "b"
+        finally:
+            events.append("closed b")
+
+    async def handler(x: Annotated[str, Resolve(a)], y: Annotated[str, Resolve(b)]) -> None:
+        events.append("body")  # never: the call was cancelled
+
+    container = Container()
+    with anyio.fail_after(30):  # a resource left open would be waited for forever
+        async with anyio.create_task_group() as group:
+            group.start_soon(container.run, handler)
+            await b_started.wait()
+            group.cancel_scope.cancel()
+    assert events == ["open a", "open b", "closed b", "closed a"]

@@ -292,7 +292,8 @@ def generate(
                     body.append((f"{pad}    {v} = await open_({s}, {r})", step.index))
                 else:
                     body.append((f"{pad}{v} = await open_({s}, {r})", step.index))
-                body.append((f"exits.append(({s}, {r}))", step.index))
+                # Not listed in `exits` (only a holder cancelled while opening is, by
+                # `hold`): the teardown below knows them, and a failure lists those open.
             else:
                 body.append((f"{v} = await enter(exits, {s}, {factory})", step.index))
         elif step.kind is Kind.ASYNC:
@@ -358,11 +359,20 @@ def generate(
     if direct:
         # The call's exception (a resolver's, mapped, or the handler's) is thrown into
         # each finalizer, as `async with call` would; their own errors become notes.
+        resources = [t for t in steps if t.scope is Scope.CALL and t.kind.is_resource]
+        pairs = [f"({w.const('S', t)}, r{t.index})" for t in resources]
         w.emit("    except BaseException as exc:")
+        # The resources open: each one whose value was set (its set-up finished), in
+        # order, before what `hold` listed (a holder cancelled while it opened).
+        w.emit("        here = locals()")
+        w.emit("        opened = []")
+        for t, pair in zip(resources, pairs, strict=True):
+            w.emit(f"        if 'v{t.index}' in here: opened.append({pair})")
+        w.emit("        exits[:0] = opened")
         w.emit("        left = close_now(exits, exc, guard)")
         w.emit("        if left is not None: settle(exc, await left)")
         w.emit("        raise")
-        resources = [t for t in steps if t.scope is Scope.CALL and t.kind.is_resource]
+        everything = f"[{', '.join(pairs)}]"
         if all(t.kind is Kind.ASYNC_GENERATOR for t in resources):
             # The success path in line: `close_now`'s loop, unrolled.
             w.emit("    left = None")
@@ -370,26 +380,31 @@ def generate(
             w.emit("        mark = guard[0]")
             for n, t in enumerate(reversed(resources)):
                 r, st = f"r{t.index}", w.const("S", t)
+                before = pairs[: len(resources) - n - 1]  # the resources set up before t
+                rest, left_open = (
+                    f"[{', '.join(before)}]",
+                    f"[{', '.join([*before, pairs[-n - 1]])}]",
+                )
                 if n:
                     w.emit("        if left is not None: pass")
                 w.emit(f"        {'el' if n else ''}if mark is not None and cancelled(mark):")
-                w.emit("            left = close_rest(exits, None, mark, None)")
+                w.emit(f"            left = close_rest({left_open}, None, mark, None)")
                 w.emit("        else:")
                 w.emit(f"            finalizer = {r}.__anext__()")
-                w.emit("            del exits[-1]")
                 w.emit("            try:")
+                w.emit("                pending = finalizer.send(None)")
                 w.emit(
-                    f"                left = close_rest(exits, None, mark, "
-                    f"({st}, {r}, finalizer, finalizer.send(None)))"
+                    f"                left = close_rest({rest}, None, mark, "
+                    f"({st}, {r}, finalizer, pending))"
                 )
                 w.emit("            except StopAsyncIteration: pass")
                 w.emit("            except BaseException as error:")
                 started = f"({st}, {r}, None, error)"
-                w.emit(f"                left = close_rest(exits, None, mark, {started})")
+                w.emit(f"                left = close_rest({rest}, None, mark, {started})")
             w.emit("    else:")
-            w.emit("        left = close_now(exits, None, guard)")
+            w.emit(f"        left = close_now({everything}, None, guard)")
         else:
-            w.emit("    left = close_now(exits, None, guard)")
+            w.emit(f"    left = close_now({everything}, None, guard)")
         w.emit("    if left is not None:")
         w.emit("        errors = await left")
         w.emit("        if errors: settle(None, errors)")
