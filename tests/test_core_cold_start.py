@@ -3,9 +3,10 @@
 from typing import Annotated, Any
 
 import pytest
+from pydantic import BaseModel
 
 import resolvent._registry as registry_module
-from resolvent import Container, Resolve, Scope, inline
+from resolvent import Container, Elicit, Resolve, Scope, inline
 from resolvent._signature import RESOLVE_MARKERS, register_resolve_marker
 
 
@@ -258,3 +259,146 @@ async def test_a_new_provider_changes_what_later_plans_resolve() -> None:
 
         with pytest.raises(InvalidSignature, match="2 providers"):
             container.compile(second)
+
+
+# --- a handler over an already compiled graph walks only its own resolvers ------------
+
+
+def _shared_graph(size: int) -> list[Any]:
+    """*size* resolvers, each depending on the two before it (a lattice whose every
+    sub-graph is shared by the ones above it)."""
+    made: list[Any] = []
+    for i in range(size):
+        below = made[-2:]
+        if len(below) == 2:
+
+            async def r(
+                a: Annotated[int, Resolve(below[0])], b: Annotated[int, Resolve(below[1])]
+            ) -> int:
+                return a + b
+
+        elif below:
+
+            async def r(a: Annotated[int, Resolve(below[0])]) -> int:
+                return a
+
+        else:
+
+            async def r() -> int:
+                return 1
+
+        r.__qualname__ = f"r{i}"
+        made.append(r)
+    return made
+
+
+def _counted_compile(
+    monkeypatch: pytest.MonkeyPatch, container: Container, handler: Any
+) -> tuple[list[Any], list[Any]]:
+    """Compile *handler*; the resolvers its compile expanded (classified and checked
+    parameter by parameter) and the functions it read."""
+    import resolvent._compiler as compiler_module
+
+    expanded: list[Any] = []
+    read: list[Any] = []
+    real_expand = compiler_module._Compiler.expand
+    real_read = registry_module.read_function
+
+    def expand(self: Any, key: Any) -> Any:
+        expanded.append(key)
+        return real_expand(self, key)
+
+    def reading(fn: Any) -> Any:
+        read.append(fn)
+        return real_read(fn)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(compiler_module._Compiler, "expand", expand)
+        patch.setattr(registry_module, "read_function", reading)
+        patch.setattr(compiler_module, "read", reading)
+        container.compile(handler)
+    return expanded, read
+
+
+@pytest.mark.parametrize("size", [10, 100])
+def test_a_new_handler_costs_its_own_resolvers_not_the_shared_graph(
+    monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    made = _shared_graph(size)
+    top, second = made[-1], made[-2]
+
+    async def first(t: Annotated[int, Resolve(top)]) -> int:
+        return t
+
+    async def own(t: Annotated[int, Resolve(top)], s: Annotated[int, Resolve(second)]) -> int:
+        return t + s
+
+    async def handler(
+        o: Annotated[int, Resolve(own)], s: Annotated[int, Resolve(second)], user_id: str
+    ) -> int:
+        return o + s
+
+    container = Container()
+    expanded, _ = _counted_compile(monkeypatch, container, first)
+    assert len(expanded) == size  # the first plan walks the whole graph once
+    expanded, read = _counted_compile(monkeypatch, container, handler)
+    assert expanded == [own]  # its one new resolver; the shared graph is not walked again
+    assert read == [handler, own]
+    plan = container.compile(handler)
+    assert [s.fn for s in plan.steps] == [*made, own]  # the plan has the whole graph
+
+
+class Confirm(BaseModel):
+    ok: bool
+
+
+def test_every_handler_over_a_shared_mistake_is_refused_with_the_same_message() -> None:
+    """Sub-graphs are kept for later plans only once walked and checked: a mistake
+    below a shared resolver is found again, with the same message, for each handler."""
+    from resolvent import InvalidSignature
+
+    async def leaf() -> int:
+        return 1
+
+    async def by_arg(user_id: str, x: Annotated[int, Resolve(leaf)]) -> int:
+        return x
+
+    async def asks() -> Elicit[Confirm] | int:  # may ask: an APP resolver may not
+        return 1
+
+    async def call_value() -> int:
+        return 2
+
+    async def captive(x: Annotated[int, Resolve(call_value)]) -> int:
+        return x
+
+    class Missing(int):
+        pass
+
+    async def unknown(m: Annotated[Missing, Resolve()]) -> int:
+        return m
+
+    container = Container()
+    container.provide(asks, scope=Scope.APP)
+    container.provide(captive, scope=Scope.APP)
+    mistakes = [by_arg, asks, captive, unknown]
+    for bad in mistakes:
+
+        async def middle(
+            good: Annotated[int, Resolve(leaf)], b: Annotated[int, Resolve(bad)]
+        ) -> int:
+            return good + b
+
+        messages = []
+        for _ in range(3):
+
+            async def handler(
+                g: Annotated[int, Resolve(leaf)], m: Annotated[int, Resolve(middle)]
+            ) -> int:
+                return g + m
+
+            with pytest.raises(InvalidSignature) as caught:
+                container.compile(handler)
+            messages.append(str(caught.value))
+        assert messages == [messages[0]] * 3, bad
+        assert bad.__name__ in messages[0] or "Missing" in messages[0]

@@ -89,6 +89,43 @@ class _Node:
         return self.provider.info.name
 
 
+@record(frozen=False, eq=False)
+class _Expansion:
+    """A resolver's checked expansion, shared by the plans that use it (`_Compiler.expand`)."""
+
+    provider: Provider  # the reading it was checked for: valid while the key has it
+    edges: tuple[tuple[Param, Hashable], ...]
+    children: tuple[Provider, ...]  # each edge's provider
+    inputs: tuple[Input | tuple[Param, Hashable], ...]
+    values: tuple[Any, ...]  # the framework value types it takes, in order
+    closure: _Closure | None = None  # its whole sub-graph, once walked (`_Compiler.close`)
+
+
+@record(eq=False)
+class _Closure:
+    """A resolver's whole sub-graph as a walk from it alone meets it: what a later plan
+    that reaches the resolver adds, without walking it again (`_Compiler.splice`).
+
+    Each plan rebuilds only what depends on where the sub-graph sits in it (step
+    indexes, the first consumer of each node); nothing here is re-read or re-checked.
+    """
+
+    creations: tuple[tuple[Hashable, Hashable, str, Provider], ...]
+    """(key, first consumer, its parameter, provider) for every node below the
+    resolver, in the order the walk creates them."""
+    post: tuple[tuple[Hashable, Provider, Any, Any], ...]
+    """(key, provider, edges, inputs) of every node, the resolver last: the walk's
+    post-order."""
+    values: tuple[Any, ...]
+    """The framework value types the sub-graph takes, in order of first use."""
+
+
+_MAX_CLOSURE = 128
+"""The largest sub-graph kept whole: a closure costs memory in its size, and a deep
+chain (10,000 resolvers) would otherwise keep one per link. Larger sub-graphs are
+walked, their parts spliced."""
+
+
 class _Compiler:
     """One compilation: the walk from the root's markers, each resolver read once (a node),
     then the steps in topological order."""
@@ -184,7 +221,7 @@ class _Compiler:
         memo = self.memo if node.replaced is None and node.replaces is None else None
         if memo is not None:
             found = memo.get(key)
-            if found is not None and found[0] is node.provider:
+            if found is not None and found.provider is node.provider:
                 return self._replay(node, found)
         info, scope = node.provider.info, node.provider.scope
         edges: list[tuple[Param, Hashable]] = []
@@ -224,14 +261,15 @@ class _Compiler:
             if len(memo) >= 4096:
                 memo.clear()
             children = tuple(self.nodes[c].provider for _, c in edges)
-            memo[key] = (node.provider, tuple(edges), children, tuple(inputs), tuple(values))
+            memo[key] = _Expansion(
+                node.provider, tuple(edges), children, tuple(inputs), tuple(values)
+            )
         return edges
 
-    def _replay(self, node: _Node, found: tuple[Any, ...]) -> Sequence[tuple[Param, Hashable]]:
+    def _replay(self, node: _Node, found: _Expansion) -> Sequence[tuple[Param, Hashable]]:
         """*node*'s expansion as an earlier plan checked it: the same edges and inputs
         (shared, never changed), children created where this plan has not met them yet."""
-        _, edges, children, inputs, values = found
-        edges = typing.cast(tuple[tuple[Param, Hashable], ...], edges)
+        edges, children, inputs, values = found.edges, found.children, found.inputs, found.values
         nodes = self.nodes
         key = node.key
         for (param, child), provider in zip(edges, children, strict=True):
@@ -243,6 +281,84 @@ class _Compiler:
         node.inputs = inputs
         node.edges = edges
         return edges
+
+    # -- shared sub-graphs --------------------------------------------------------------
+
+    def close(self, key: Hashable) -> None:
+        """Keep *key*'s whole sub-graph, now walked and checked, for later plans: from
+        its own expansion and its children's sub-graphs, as a walk from *key* alone
+        would meet them. Only for a shared expansion whose children are all kept."""
+        memo = self.memo
+        if memo is None:
+            return
+        found: _Expansion | None = memo.get(key)
+        nodes = self.nodes
+        if found is None or found.closure is not None or found.provider is not nodes[key].provider:
+            return
+        below: list[_Closure] = []
+        for child in dict.fromkeys(c for _, c in found.edges):
+            entry: _Expansion | None = memo.get(child)
+            if entry is None or entry.closure is None:
+                return
+            below.append(entry.closure)
+        # The walk creates a node's children when it enters the node, then walks each
+        # child's sub-graph in turn, skipping what it has met: first come first kept.
+        creations: dict[Hashable, tuple[Hashable, Hashable, str, Provider]] = {}
+        for (param, child), provider in zip(found.edges, found.children, strict=True):
+            if child not in creations:
+                creations[child] = (child, key, param.name, provider)
+        post: dict[Hashable, tuple[Hashable, Provider, Any, Any]] = {}
+        values: dict[Any, None] = dict.fromkeys(found.values)
+        for closure in below:
+            for made in closure.creations:
+                if made[0] not in creations:
+                    creations[made[0]] = made
+            for item in closure.post:
+                if item[0] not in post:
+                    post[item[0]] = item
+            if len(post) >= _MAX_CLOSURE:
+                return
+            values.update(dict.fromkeys(closure.values))
+        post[key] = (key, found.provider, found.edges, found.inputs)
+        found.closure = _Closure(tuple(creations.values()), tuple(post.values()), tuple(values))
+
+    def splice(self, key: Hashable, state: dict[Hashable, int], post: list[Hashable]) -> bool:
+        """Add *key*'s kept sub-graph (see `close`) to this plan without walking it: the
+        nodes, parents, post-order and value types the walk would give, each resolver
+        already read and checked. False (walk it) when none is kept or when a node this
+        plan already holds has another reading."""
+        memo = self.memo
+        if memo is None:
+            return False
+        found: _Expansion | None = memo.get(key)
+        nodes = self.nodes
+        if found is None or found.closure is None or found.provider is not nodes[key].provider:
+            return False
+        closure = found.closure
+        for item in closure.post:
+            met = state.get(item[0])
+            if met == 1:
+                return False  # a cycle: the walk says where
+            if met is None:
+                node = nodes.get(item[0])
+                if node is not None and node.provider is not item[1]:
+                    return False
+        for child, parent, param, provider in closure.creations:
+            if child not in nodes:
+                nodes[child] = _Node(provider, child, None, parent, param)
+        used = self.used_values
+        for declared in closure.values:
+            if declared not in used:
+                used.append(declared)
+        for item in closure.post:
+            sub = item[0]
+            if sub not in state:
+                state[sub] = 2
+                node = nodes[sub]
+                node.edges = item[2]
+                node.inputs = item[3]
+                post.append(sub)
+        return True
 
     # -- the walk --------------------------------------------------------------------
 
@@ -265,7 +381,7 @@ class _Compiler:
             start = self.target(param, param.marker, None)
             check_type(self, None, param, nodes[start])
             root_inputs.append((param, start))
-            if state.get(start) == 2:
+            if state.get(start) == 2 or self.splice(start, state, post):
                 continue
             state[start] = 1
             # Each node is expanded once, when the walk first enters it; the stack keeps
@@ -280,6 +396,8 @@ class _Compiler:
                     child = edges[index][1]
                     seen = state.get(child)
                     if seen is None:
+                        if self.splice(child, state, post):
+                            continue
                         state[child] = 1
                         stack.append((child, 0))
                         edges_of.append(self.expand(child))
@@ -289,6 +407,7 @@ class _Compiler:
                     state[key] = 2
                     check_asks(nodes[key])
                     post.append(key)
+                    self.close(key)
                     stack.pop()
                     edges_of.pop()
         if any(_threaded(nodes[key]) for key in post):

@@ -73,7 +73,7 @@ class Registry:
         self._readings: OrderedDict[Hashable, tuple[int, Provider]] = OrderedDict()
         # key -> a resolver's checked expansion (see `_Compiler.expand`); cleared with
         # the container's plans whenever a registration changes.
-        self.expansions: dict[Hashable, tuple[Any, ...]] = {}
+        self.expansions: dict[Hashable, Any] = {}
         # key -> (function, its question key on the wire): what compiling a step costs
         # once per resolver; checked against the function, so never stale.
         self.wire_bases: dict[Hashable, tuple[Any, str]] = {}
