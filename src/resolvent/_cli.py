@@ -11,10 +11,9 @@ from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, TextIO
 
+from . import Container, InvalidSignature
 from ._bench import MODES
-from ._container import Container
-from ._errors import InvalidSignature
-from ._markers import HANDLER
+from ._integration import HANDLER
 
 __all__ = ("main",)
 

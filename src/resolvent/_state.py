@@ -24,13 +24,22 @@ from typing import Annotated, Any, Generic, TypeVar
 import anyio
 from pydantic import BaseModel, Field, ValidationError
 
-from ._errors import StateConflict, StateError, StateNotFound
-from ._markers import Resolve, inline
-from ._registry import IMPLICIT_SCOPE
-from ._scopes import Scope
-from ._stores import StateKey, StateStore
-from ._stores.memory import MemoryStore
-from ._stores.opener import open_store
+# The public package imports this module itself (`resolvent.State`): importing it back
+# would be a circle, so even the public names come from the interface.
+from ._integration import (
+    IMPLICIT_SCOPE,
+    MemoryStore,
+    Resolve,
+    Scope,
+    StateConflict,
+    StateError,
+    StateKey,
+    StateNotFound,
+    StateStore,
+    inline,
+    logger,
+    open_store,
+)
 
 __all__ = ("ANONYMOUS", "Handle", "Held", "State", "add_principal_source", "memory_store")
 
@@ -393,8 +402,6 @@ class State(Generic[M]):
             try:
                 await store.save(key, self.idle_ttl, token, None, False)
             except Exception:  # the lease runs out by itself; the handler's error matters
-                from ._log import logger
-
                 logger.error("resolvent: could not release %s %r", self.name, key.handle)
 
     async def _commit(

@@ -33,12 +33,9 @@ from starlette.requests import HTTPConnection, Request
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from ._annotations import argument_parameters, shown_hints
-from ._call import Call
-from ._container import Container
-from ._errors import InvalidSignature
-from ._markers import HANDLER
-from ._scopes import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope
+from . import Call, Container, InvalidSignature
+from . import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope
+from ._integration import HANDLER, argument_parameters, shown_hints
 
 __all__ = ("inject",)
 

@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from ._teardown import settle
+from ._integration import enter_override, settle
 
 if TYPE_CHECKING:
-    from ._container import Container
-    from ._overrides import OverrideBlock
+    from . import Container
+    from ._integration import OverrideBlock
 
 __all__ = ("Override", "resolvent_override")
 
@@ -65,14 +65,14 @@ def resolvent_override(request: pytest.FixtureRequest) -> Iterator[Override]:
         backend, options = extract_backend_and_options(request.getfixturevalue("anyio_backend"))
 
         async def enter(block: OverrideBlock) -> None:
-            block._enter(plain=False)  # pyright: ignore[reportPrivateUsage]
+            enter_override(block)
 
         def override(container: Container, target: Any, replacement: Callable[..., Any]) -> None:
             block = container.override(target, replacement)
             # The closer fixture holds the runner open, so this is the test's runner.
             with get_runner(backend, options) as runner:
                 if _in_event_loop(backend):  # called from the test or an async fixture
-                    block._enter(plain=False)  # pyright: ignore[reportPrivateUsage]
+                    enter_override(block)
                 else:  # called from a sync fixture
                     runner.run_fixture(enter, {"block": block})
             blocks.append(block)

@@ -26,9 +26,8 @@ import anyio
 from mcp.server.connection import Connection
 from mcp.server.mcpserver import Context
 
-from .._container import Container
-from .._home import spawn_home
-from .._session import Session
+from .. import Container, Session
+from .._integration import spawn_home
 
 __all__ = ("SessionTable", "connection_of")
 

@@ -40,23 +40,32 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import is_version_at_least
 from pydantic import ValidationError
 
-from .._annotations import argument_parameters, lenient_hints, shown_hints
-from .._container import Container
-from .._errors import (
-    AnswerTimeout,
-    CallTimeout,
+from .. import (
+    Container,
     InputRequired,
     InvalidAnswer,
     InvalidSignature,
     NotAccepted,
+    Plan,
+    Scope,
     StateError,
 )
-from .._executor import is_cold
-from .._plan import Plan, Step
-from .._plans import check_scopes
-from .._questions import Outcome
-from .._scopes import Scope
-from .._session import Session
+from .._integration import (
+    AnswerTimeout,
+    CallTimeout,
+    Outcome,
+    Step,
+    app_scope,
+    argument_parameters,
+    check_scopes,
+    current_plan,
+    is_cold,
+    lenient_hints,
+    on_hot,
+    override_state,
+    ready_table,
+    shown_hints,
+)
 from ._guard import INJECTED
 from ._sessions import SessionTable, close_entries, connection_of
 from ._wire import (
@@ -221,11 +230,11 @@ class _Tool:
         direct = plan.direct_fn if plan.needs_call else None
         self.start = direct if direct is not None else plan.run_fn
         if is_cold(self.start):  # interpreted until hot: then start the generated code
-            plan._on_hot.append(functools.partial(self._hot, plan))
+            on_hot(plan, functools.partial(self._hot, plan))
 
     def _hot(self, plan: Plan, function: Callable[..., Any]) -> None:
         if self.plan is plan:  # not a plan an override or a new provider replaced since
-            ready = self.container._ready
+            ready = ready_table(self.container)
             if ready.get(self) is self.start:
                 ready[self] = function
             self.start = function
@@ -248,22 +257,21 @@ class _Tool:
         # `Container.run` reads): `run` enters this tool once a call took that path; the
         # container empties it whenever the answer may change (a new provider, value
         # type, `concurrent` or `call_timeout`, the APP scope closing).
-        ready = container._ready
+        ready = ready_table(container)
+        blocks, overrides = override_state(container)
         tool, takes_ctx, ctx_name, body = self, self.takes_ctx, self.ctx_name, fn
         own_flow = types.InputRequiredResult
 
         async def wrapper(**kwargs: Any) -> Any:
             start = ready.get(tool)
-            if start is None or (
-                container._overridden and container._override_var.get() is not None
-            ):
+            if start is None or (blocks and overrides.get() is not None):
                 return await run(kwargs)
             # The hot path, in this one frame: no questions, no SESSION values, no scope
             # object; what `run` checked holds until the table is emptied.
             ctx = kwargs.pop(ctx_name, None) if takes_ctx else None
             try:
                 result = await start(
-                    kwargs, {Context: ctx} if takes_ctx else _NO_VALUES, None, container._app,
+                    kwargs, {Context: ctx} if takes_ctx else _NO_VALUES, None, app_scope(container),
                     None, body,
                 )  # fmt: skip
             except StateError as exc:
@@ -291,18 +299,18 @@ class _Tool:
         """One ``tools/call``, ``prompts/get`` or ``resources/read`` (one round of it)."""
         ctx: Context[Any, Any] | None = kwargs.pop(self.ctx_name, None)
         container = self.container
-        plan = container._current(self.plan)  # recompiled only for an override or new provider
+        plan = current_plan(container, self.plan)  # recompiled only for an override or new provider
         if plan is not self.plan:
             self._flags(plan)
         if self.direct and not container.concurrent and container.call_timeout is None:
             # No questions, no CALL resources, no SESSION values: no scope object needed.
             if self.needs_app:
-                check_scopes(plan, container._app, None)
+                check_scopes(container, plan)
             if plan.overrides is None:  # the wrapper starts it itself from now on
-                container._ready[self] = self.start
+                ready_table(container)[self] = self.start
             try:
                 result = await self.start(
-                    kwargs, {Context: ctx}, None, container._app, None, self.fn
+                    kwargs, {Context: ctx}, None, app_scope(container), None, self.fn
                 )
             except StateError as exc:
                 raise _state_refusal(ctx, plan, exc) from None
@@ -373,7 +381,7 @@ class _Tool:
             if connection is not None:
                 key = ("connection", id(connection))
         if key is None:  # no session on this transport: SESSION lives for the request
-            async with Session(self.container) as session:
+            async with self.container.session() as session:
                 call = session.call(values=values, rounds=rounds, answers=answers, state=state)
                 return await self._run_call(call, ctx, plan, kwargs, modern)
         entry, victims = self.table.acquire(key, connection)

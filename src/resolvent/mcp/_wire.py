@@ -30,10 +30,8 @@ from mcp.server.validation import wants_sampling_tools
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
-from .._errors import InvalidAnswer
-from .._markers import Elicit, Resolve
-from .._outcomes import Accepted, Cancelled, Declined, accepted
-from .._questions import (
+from .. import Accepted, Cancelled, Declined, Elicit, InvalidAnswer, Resolve
+from .._integration import (
     Asker,
     Outcome,
     QuestionKind,
@@ -42,8 +40,8 @@ from .._questions import (
     parse_elicit_answer,
     register_outcome_family,
     register_question,
+    register_resolve_marker,
 )
-from .._signature import register_resolve_marker
 
 __all__ = ("AnyQuestion", "ListRoots", "Sample", "parse_result", "render", "require_capability")
 
@@ -112,7 +110,7 @@ def parse_result(question: Any, raw: Any) -> Outcome:
     if not isinstance(raw, Mapping):
         raise InvalidAnswer(WRONG_KIND)
     try:
-        return accepted(result_type(question).model_validate(raw))
+        return _accepted(result_type(question).model_validate(raw))
     except ValidationError:
         raise InvalidAnswer(WRONG_KIND) from None
 
@@ -142,7 +140,7 @@ def _parse_sdk_elicit(schema: type[BaseModel], raw: Any) -> Outcome:
     if content is None:
         raise InvalidAnswer(NO_CONTENT)
     try:
-        return accepted(schema.model_validate(content))
+        return _accepted(schema.model_validate(content))
     except ValidationError:  # pydantic's text would repeat the content: never shown
         raise InvalidAnswer(SCHEMA_MISMATCH) from None
 
@@ -222,3 +220,8 @@ def require_capability(ctx: Context[Any, Any], question: Any, key: str) -> None:
         message=f"Client did not declare the {name} capability required by resolver {key!r}",
         data=data.model_dump(by_alias=True, mode="json", exclude_none=True),
     )
+
+
+def _accepted(data: Any) -> Accepted[Any]:
+    """Wrap a value as accepted without validating it again."""
+    return Accepted[Any].model_construct(data=data)
