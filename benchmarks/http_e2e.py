@@ -1,6 +1,6 @@
 """End to end: MCP ``tools/call`` over streamable HTTP on 127.0.0.1, one server process each.
 
-    python -m benchmarks.http_e2e [--rounds 5] [--calls 200] [--clients 4]
+    python -m benchmarks.http_e2e [--rounds 5] [--calls 200] [--clients 4] [--mode MODE]
 
 Every server (see ``http_server.py``) runs in a process of its own under uvicorn; the
 clients (the SDK's ``Client``) run in this process. Each server is verified before and
@@ -8,8 +8,10 @@ after timing (same result, each resolver once per call, the APP singleton once, 
 resource torn down once per call). The rounds are interleaved in a freshly shuffled
 order; in a round each server answers *calls* tool calls from *clients* concurrent
 clients. Reported per server: requests per second, p50 and p99 latency, and the server's
-CPU time per call (user + system, from /proc), each also as a ratio to the hand-written
-server in the same run.
+CPU time per call (its threads' run time, from /proc), each also as a ratio to the
+hand-written server in the same run. ``--mode`` picks the protocol revision the clients speak: ``auto``
+(the SDK client's default: the newest the server offers), ``legacy`` (the initialize
+handshake, revisions up to 2025-11-25) or a revision such as ``2026-07-28``.
 """
 
 from __future__ import annotations
@@ -47,10 +49,18 @@ def _free_port() -> int:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process *pid* (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
+    """CPU time of process *pid* so far (Linux /proc): the sum of its threads' run time in
+    nanoseconds (``schedstat``), or else user + system time in clock ticks (10 ms each,
+    which a batch of a few hundred calls does not resolve to a few per cent)."""
+    try:
+        total = 0
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            total += int((task / "schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        return ticks / os.sysconf("SC_CLK_TCK")
+    return total / 1e9
 
 
 @contextlib.asynccontextmanager
@@ -154,8 +164,11 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def _start(stack: contextlib.AsyncExitStack, clients: int) -> dict[str, Live]:
-    """Start every server with its clients, and verify each before anything is timed."""
+async def _start(
+    stack: contextlib.AsyncExitStack, clients: int, mode: str = "auto"
+) -> dict[str, Live]:
+    """Start every server with its clients (speaking protocol *mode*), and verify each
+    before anything is timed."""
     from mcp.client import Client
 
     # Constructing an MCPServer in this process (other scenarios do) configures logging at
@@ -166,7 +179,7 @@ async def _start(stack: contextlib.AsyncExitStack, clients: int) -> dict[str, Li
     live: dict[str, Live] = {}
     for variant in VARIANTS:
         url, pid = await stack.enter_async_context(_server(variant))
-        opened = [await stack.enter_async_context(Client(url)) for _ in range(clients)]
+        opened = [await stack.enter_async_context(Client(url, mode=mode)) for _ in range(clients)]
         live[variant] = Live(variant, url, pid, opened)
         await live[variant].verify()
         print(f"HTTP: {variant} verified", file=sys.stderr, flush=True)
@@ -182,10 +195,12 @@ async def verify_only(clients: int = 2) -> list[str]:
         return list(live)
 
 
-async def run(rounds: int, calls: int, clients: int, seed: int = 0) -> dict[str, Any]:
+async def run(
+    rounds: int, calls: int, clients: int, seed: int = 0, mode: str = "auto"
+) -> dict[str, Any]:
     results: dict[str, Any] = {}
     async with contextlib.AsyncExitStack() as stack:
-        live = await _start(stack, clients)
+        live = await _start(stack, clients, mode)
         for each in live.values():  # warm up every server before the first timed round
             await each.batch(calls // 4 or 1)
             each.latencies.clear()
@@ -223,14 +238,18 @@ async def run(rounds: int, calls: int, clients: int, seed: int = 0) -> dict[str,
             res["p99_ratio"] = res["p99_ms"] / results["hand-written"]["p99_ms"]
     for name, reason in NOT_EXPRESSIBLE.items():
         results[name] = {"status": "n/a", "reason": reason}
-    return {"rounds": rounds, "calls": calls, "clients": clients, "results": results}
+    data = {"rounds": rounds, "calls": calls, "clients": clients, "results": results}
+    if mode != "auto":
+        data["mode"] = mode
+    return data
 
 
 def markdown(data: dict[str, Any]) -> str:
+    protocol = f" (protocol {data['mode']})" if data.get("mode") else ""
     head = (
         f"MCP `tools/call` over streamable HTTP on 127.0.0.1 (stateless, JSON responses): "
         f"{data['rounds']} rounds of {data['calls']} calls from {data['clients']} concurrent "
-        "clients per server; graph: an APP singleton, a per-call async-generator resource and "
+        f"clients per server{protocol}; graph: an APP singleton, a per-call async-generator resource and "
         "3 async resolvers.\n\n"
         "Ratios to the hand-written server in the same run (requests/s: higher is faster; "
         "latency and CPU: lower is better).\n\n"
@@ -262,9 +281,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument(
+        "--mode", default="auto", help="protocol: auto (default), legacy or a revision"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
-    data = asyncio.run(asyncio.wait_for(run(args.rounds, args.calls, args.clients), 600))
+    bench = run(args.rounds, args.calls, args.clients, mode=args.mode)
+    data = asyncio.run(asyncio.wait_for(bench, 600))
     print(markdown(data))
     if args.json is not None:
         args.json.write_text(json.dumps(data, indent=1))
