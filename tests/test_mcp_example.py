@@ -1,9 +1,12 @@
 """The notes server example, run as a real process over stdio and streamable HTTP."""
 
 import os
+import re
 import secrets
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -14,6 +17,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from mcp_helpers import Script, free_port, text, wait_listening
+from uvicorn_helpers import run_server
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
@@ -71,11 +75,27 @@ async def test_notes_server_over_stdio(mode: str) -> None:
             await exercise(c, script)
 
 
-def started_at(proc: "subprocess.Popen[str]") -> str:
+NOTES_HTTP = [sys.executable, "-m", "examples.notes_server", "--transport", "http"]
+SAID_WHERE = re.compile(r"--cli (http://127\.0\.0\.1:\d+/mcp) --transport http")
+
+
+@contextmanager
+def http_server(command: list[str], env: dict[str, str]) -> Iterator[str]:
+    """Run an example server over HTTP on a free port (``--port 0``: it binds one, then says
+    where it is) until the block ends; yield the URL it printed.
+
+    Its output is read by a thread, so a server that never prints its address fails the
+    test within the start-up bound with all it printed (stderr too), instead of hanging.
+    """
+    command = [*command, "--port", "0"]
+    with run_server(command, cwd=ROOT, started=SAID_WHERE, env=env) as served:
+        yield started_at(served.output)
+
+
+def started_at(output: list[str]) -> str:
     """The URL a server process printed; it also prints the MCP Inspector command for it."""
-    assert proc.stdout is not None
-    first = proc.stdout.readline()
-    inspector = proc.stdout.readline()
+    [at] = [i for i, line in enumerate(output) if " MCP over streamable HTTP at " in line]
+    first, inspector = output[at], output[at + 1]
     assert " MCP over streamable HTTP at http://127.0.0.1:" in first, first
     url = first.rsplit(" ", 1)[1].strip()
     assert url.endswith("/mcp")
@@ -88,36 +108,18 @@ def started_at(proc: "subprocess.Popen[str]") -> str:
 
 @pytest.mark.network
 async def test_notes_server_over_http() -> None:
-    # Port 0: the server binds a free port, then says where it is.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "examples.notes_server", "--transport", "http", "--port", "0"],
-        cwd=ROOT,
-        env={**os.environ, **ENV},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        with anyio.fail_after(60):
-            url = await anyio.to_thread.run_sync(started_at, proc)
-            port = int(url.rsplit(":", 1)[1].split("/")[0])
-            await wait_listening(port)
-            script = answers()
-            async with Client(url, mode="legacy", elicitation_callback=script) as c:
-                await exercise(c, script)
-            # A 2026-07-28 client gets the confirmation as an InputRequiredResult round.
-            async with Client(url, elicitation_callback=Script()) as c:
-                first = await c.session.call_tool(
-                    "delete_note", {"note_id": 1}, allow_input_required=True
-                )
-                assert isinstance(first, types.InputRequiredResult)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with http_server(NOTES_HTTP, ENV) as url, anyio.fail_after(60):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        await wait_listening(port)
+        script = answers()
+        async with Client(url, mode="legacy", elicitation_callback=script) as c:
+            await exercise(c, script)
+        # A 2026-07-28 client gets the confirmation as an InputRequiredResult round.
+        async with Client(url, elicitation_callback=Script()) as c:
+            first = await c.session.call_tool(
+                "delete_note", {"note_id": 1}, allow_input_required=True
+            )
+            assert isinstance(first, types.InputRequiredResult)
 
 
 # --- safe to deploy: replayed rounds, restarts, several workers ------------------------

@@ -225,28 +225,11 @@ async def test_a_round_started_on_one_process_finishes_on_the_other(tmp_path: Pa
 @pytest.mark.network
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_the_cart_server_says_where_it_is() -> None:
-    from test_mcp_example import started_at
+    from test_mcp_example import http_server
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
-    proc = subprocess.Popen(
-        [*SERVE, "--port", "0"],  # port 0: it binds a free port, then prints its URL
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        with anyio.fail_after(60):
-            url = await anyio.to_thread.run_sync(started_at, proc)
-            await wait_listening(int(url.rsplit(":", 1)[1].split("/")[0]))
-            async with Client(url, mode="legacy") as c:
-                names = {t.name for t in (await c.list_tools()).tools}
-        assert names == {"open_cart", "add_item", "show_cart", "checkout"}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
+    with http_server(SERVE, env) as url, anyio.fail_after(60):
+        await wait_listening(int(url.rsplit(":", 1)[1].split("/")[0]))
+        async with Client(url, mode="legacy") as c:
+            names = {t.name for t in (await c.list_tools()).tools}
+    assert names == {"open_cart", "add_item", "show_cart", "checkout"}

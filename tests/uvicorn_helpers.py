@@ -3,7 +3,12 @@
 `serve` starts uvicorn on 127.0.0.1 with ``--port 0`` (the system picks a free port, read
 back from uvicorn's own start-up line), yields the base URL, and on exit stops the server
 with Ctrl-C (SIGINT) as a person would, so the app's lifespan shuts down. Everything the
-process printed is then in `Served.output` (stdout and stderr, one line each).
+process printed is then in `Served.output` (stdout and stderr, one line each); while it
+runs, `Served.read_until` waits (boundedly) for lines it has yet to print.
+
+`run_server` does the same for any server command that prints its address. Every wait is
+bounded: a server that never says where it is, or never prints an awaited line, fails the
+test within `START_TIMEOUT` with all it printed, instead of hanging until pytest's timeout.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +40,9 @@ class Served:
     url: str = ""
     lines: list[str] = field(default_factory=list)
     returncode: int | None = None
+    target: str = ""
+    _queue: queue.Queue[str | None] = field(default_factory=queue.Queue, repr=False)
+    _ended: bool = False
 
     @property
     def output(self) -> list[str]:
@@ -43,6 +52,34 @@ class Served:
     def printed(self, prefix: str) -> list[str]:
         """The lines that start with *prefix* (the apps print their events that way)."""
         return [line for line in self.output if line.startswith(prefix)]
+
+    def read_until(
+        self, done: Callable[[list[str]], bool], timeout: float = START_TIMEOUT
+    ) -> list[str]:
+        """Read what the process prints until ``done(self.output)`` holds; return the output.
+
+        Fails after *timeout* seconds, or when the process has ended first, with
+        everything it printed.
+        """
+        deadline = time.monotonic() + timeout
+        while not done(self.output):
+            if self._ended:
+                raise AssertionError(
+                    f"{self.target} ended before printing what the test waits for:\n"
+                    + "\n".join(self.output)
+                )
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(
+                    f"{self.target} did not print what the test waits for in {timeout} s:\n"
+                    + "\n".join(self.output)
+                ) from None
+            if line is None:
+                self._ended = True
+            else:
+                self.lines.append(line)
+        return self.output
 
 
 def _pump(stream: object, into: queue.Queue[str | None]) -> None:
@@ -63,11 +100,20 @@ def serve(target: str, *, app_dir: Path = TESTS, factory: bool = False) -> Itera
 
 
 @contextmanager
-def run_server(command: list[str], *, cwd: Path, started: re.Pattern[str]) -> Iterator[Served]:
+def run_server(
+    command: list[str],
+    *,
+    cwd: Path,
+    started: re.Pattern[str],
+    env: dict[str, str] | None = None,
+    start_timeout: float = START_TIMEOUT,
+) -> Iterator[Served]:
     """Run *command* until the block ends; its base URL is group 1 of the first output line
-    that *started* matches. Stopped with SIGINT, as Ctrl-C would."""
+    that *started* matches (within *start_timeout* seconds, or the test fails with what the
+    process printed). *env* is added to this process's environment. Stopped with SIGINT,
+    as Ctrl-C would."""
     target = " ".join(command[1:])
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT), **(env or {})}
     proc = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -76,17 +122,18 @@ def run_server(command: list[str], *, cwd: Path, started: re.Pattern[str]) -> It
         env=env,
         cwd=str(cwd),
     )
-    lines: queue.Queue[str | None] = queue.Queue()
+    served = Served(target=target)
+    lines = served._queue
     pump = threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True)
     pump.start()
-    served = Served()
+    deadline = time.monotonic() + start_timeout
     try:
         while not served.url:
             try:
-                line = lines.get(timeout=START_TIMEOUT)
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 raise AssertionError(
-                    f"{target} did not start in {START_TIMEOUT} s:\n" + "\n".join(served.output)
+                    f"{target} did not start in {start_timeout} s:\n" + "\n".join(served.output)
                 ) from None
             if line is None:
                 proc.wait(timeout=STOP_TIMEOUT)
