@@ -1,132 +1,118 @@
-"""resolvent.starlette: the container in Starlette endpoints and FastAPI path operations."""
+"""resolvent.starlette: the container in Starlette endpoints and FastAPI path operations.
 
+The apps (tests/starlette_apps.py) run as people run them: on ``lifespan=container.lifespan``
+under Starlette's `TestClient` used as a context manager (the real lifespan protocol, in
+process, on asyncio and trio), and a representative few under ``python -m uvicorn`` in a
+subprocess, hit with httpx over 127.0.0.1: one plain Starlette app, and one FastAPI app
+that mounts an MCP server. Each served app is one process shared by the module's tests.
+"""
+
+import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Any
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated, Any, Literal
 
 import anyio
 import httpx
 import pytest
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
-from starlette.routing import Route, WebSocketRoute
-from starlette.websockets import WebSocket
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.testclient import TestClient
+from websockets.sync.client import connect as websocket_connect
 
+from mcp_helpers import text
 from resolvent import Container, InvalidSignature, Resolve, Scope
 from resolvent.starlette import inject
 from snapshot import assert_snapshot
+from starlette_apps import (
+    EVENT,
+    FRAMEWORKS,
+    MODES,
+    Cursor,
+    app_of,
+    cursor_container,
+    echo_route,
+    fastapi_routes,
+    faulty_route,
+    home_route,
+    make_container,
+    streaming_app,
+)
+from uvicorn_helpers import Served, serve
+
+Backend = Literal["asyncio", "trio"]
+BACKENDS: list[Backend] = ["asyncio", "trio"]
+backends = pytest.mark.parametrize("backend", BACKENDS)
 
 
-class Db:
-    def __init__(self) -> None:
-        self.closed = False
-
-
-def make_container(log: list[str]) -> tuple[Container, object, object]:
-    container = Container()
-
-    @container.provider(scope=Scope.APP)
-    async def database() -> AsyncIterator[Db]:
-        log.append("app open")
-        db = Db()
-        yield db
-        db.closed = True
-        log.append("app close")
-
-    async def transaction(db: Annotated[Db, Resolve(database)]) -> AsyncIterator[str]:
-        log.append("call open")
-        try:
-            yield "tx"
-        finally:
-            log.append("call close")
-
-    return container, database, transaction
-
-
-async def test_starlette_endpoint_gets_request_and_resources(anyio_backend: str) -> None:
+@backends
+def test_starlette_endpoint_gets_request_and_resources(backend: Backend) -> None:
     log: list[str] = []
-    container, _database, transaction = make_container(log)
-
-    async def user_agent(request: Request) -> str:
-        return request.headers.get("user-agent", "")
-
-    @inject(container)
-    async def home(
-        request: Request,
-        tx: Annotated[str, Resolve(transaction)],
-        agent: Annotated[str, Resolve(user_agent)],
-    ) -> JSONResponse:
-        return JSONResponse({"tx": tx, "agent": agent, "path": request.url.path})
-
-    app = Starlette(routes=[Route("/", home)], lifespan=container.lifespan)
-    transport = httpx.ASGITransport(app=app)
-    async with (
-        app.router.lifespan_context(app),  # the app's own lifespan: container.lifespan
-        httpx.AsyncClient(transport=transport, base_url="http://t") as client,
-    ):
+    container, _database, transaction = make_container(log.append)
+    app = Starlette(routes=[home_route(container, transaction)], lifespan=container.lifespan)
+    with TestClient(app, backend=backend) as client:  # runs container.lifespan
         for _ in range(2):
-            response = await client.get("/", headers={"user-agent": "ua/1"})
+            response = client.get("/", headers={"user-agent": "ua/1"})
             assert response.json() == {"tx": "tx", "agent": "ua/1", "path": "/"}
     assert log == ["app open"] + ["call open", "call close"] * 2 + ["app close"]
 
 
-async def test_fastapi_hides_injected_parameters_and_keeps_its_own(anyio_backend: str) -> None:
-    log: list[str] = []
-    container, _database, transaction = make_container(log)
+def fastapi_app(log: list[str]) -> FastAPI:
+    container, _database, transaction = make_container(log.append)
     app = FastAPI(lifespan=container.lifespan)
+    fastapi_routes(app, container, transaction)
+    return app
 
-    @app.get("/items/{item_id}")
-    @inject(container)
-    async def item(
-        item_id: int, tx: Annotated[str, Resolve(transaction)], q: str = "none"
-    ) -> dict[str, object]:
-        return {"item_id": item_id, "tx": tx, "q": q}
 
-    @app.get("/fail")
-    @inject(container)
-    async def fail(tx: Annotated[str, Resolve(transaction)]) -> None:
-        raise RuntimeError("secret detail")
-
-    @app.get("/missing")
-    @inject(container)
-    def missing(tx: Annotated[str, Resolve(transaction)]) -> None:
-        raise HTTPException(status_code=404, detail="no such note")
-
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with (
-        app.router.lifespan_context(app),  # the app's own lifespan: container.lifespan
-        httpx.AsyncClient(transport=transport, base_url="http://t") as client,
-    ):
-        response = await client.get("/items/3", params={"q": "x"})
-        assert response.json() == {"item_id": 3, "tx": "tx", "q": "x"}
-        assert (await client.get("/items/nope")).status_code == 422
-        failed = await client.get("/fail")
-        assert failed.status_code == 500
-        assert "secret" not in failed.text
-        missing_response = await client.get("/missing")
-        assert missing_response.status_code == 404
-        assert missing_response.json() == {"detail": "no such note"}
-        schema = (await client.get("/openapi.json")).json()
+def check_fastapi_hides_injected_parameters_and_keeps_its_own(
+    client: httpx.Client | TestClient,
+) -> None:
+    """What `test_fastapi_hides_injected_parameters_and_keeps_its_own` asks of its app,
+    in process or served."""
+    response = client.get("/items/3", params={"q": "x"})
+    assert response.json() == {"item_id": 3, "tx": "tx", "q": "x"}
+    assert client.get("/items/nope").status_code == 422
+    failed = client.get("/fail")
+    assert failed.status_code == 500
+    assert "secret" not in failed.text
+    missing_response = client.get("/missing")
+    assert missing_response.status_code == 404
+    assert missing_response.json() == {"detail": "no such note"}
+    schema = client.get("/openapi.json").json()
     params = schema["paths"]["/items/{item_id}"]["get"]["parameters"]
     assert sorted(p["name"] for p in params) == ["item_id", "q"]
     assert "parameters" not in schema["paths"]["/fail"]["get"]
+
+
+@backends
+def test_fastapi_hides_injected_parameters_and_keeps_its_own(backend: Backend) -> None:
+    log: list[str] = []
+    app = fastapi_app(log)
+    with TestClient(app, backend=backend, raise_server_exceptions=False) as client:
+        check_fastapi_hides_injected_parameters_and_keeps_its_own(client)
     # Every request closed its CALL resource, the failing ones too; APP opened once.
     assert log.count("app open") == 1
     assert log.count("call open") == log.count("call close") == 3
 
 
-async def test_override_in_a_route(anyio_backend: str, resolvent_override: object) -> None:
+@backends
+def test_override_in_a_route(backend: Backend, resolvent_override: object) -> None:
     log: list[str] = []
-    container, _database, transaction = make_container(log)
+    container, _database, transaction = make_container(log.append)
 
     async def fake() -> str:
         return "fake"
 
-    app = FastAPI()
+    app = FastAPI(lifespan=container.lifespan)
 
     @app.get("/")
     @inject(container)
@@ -134,114 +120,41 @@ async def test_override_in_a_route(anyio_backend: str, resolvent_override: objec
         return tx
 
     resolvent_override(container, transaction, fake)  # type: ignore[operator]
-    transport = httpx.ASGITransport(app=app)
-    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-        assert (await client.get("/")).json() == "fake"
+    with TestClient(app, backend=backend) as client:
+        assert client.get("/").json() == "fake"
     assert log == []
 
 
 # -- resources live until the response is sent ------------------------------------------
 
 
-class Cursor:
-    """A per-request resource that must stay open while the response streams."""
-
-    def __init__(self, log: list[str]) -> None:
-        self.log = log
-        self.closed = False
-
-    def read(self, n: int) -> str:
-        assert not self.closed, "read from a closed cursor"
-        self.log.append(f"chunk {n}")
-        return f"{n};"
-
-
-MODES: dict[str, dict[str, Any]] = {
-    "plain": {},
-    "concurrent": {"concurrent": True},
-    "call_timeout": {"call_timeout": 30.0},
-}
-
-
-def cursor_container(log: list[str], mode: str = "plain") -> tuple[Container, Callable[..., Any]]:
-    container = Container(**MODES[mode])
-
-    async def cursor() -> AsyncIterator[Cursor]:
-        log.append("open")
-        resource = Cursor(log)
-        try:
-            yield resource
-        except BaseException as exc:
-            log.append(f"failed {type(exc).__name__}")
-            raise
-        finally:
-            resource.closed = True
-            log.append("close")
-
-    return container, cursor
-
-
-FRAMEWORKS = ("starlette", "fastapi")
-
-
-def streaming_app(
-    framework: str, container: Container, cursor: Callable[..., Any], chunks: int | None
-) -> Any:
-    """An app whose ``/stream`` reads the injected cursor while it streams (*chunks* or
-    forever) and whose ``/fail`` raises after its cursor is open."""
-
-    async def body(c: Cursor) -> AsyncIterator[str]:
-        n = 0
-        while chunks is None or n < chunks:
-            yield c.read(n)
-            n += 1
-            await anyio.sleep(0)
-
-    async def stream(c: Annotated[Cursor, Resolve(cursor)]) -> StreamingResponse:
-        return StreamingResponse(body(c), media_type="text/plain")
-
-    async def fail(c: Annotated[Cursor, Resolve(cursor)]) -> Response:
-        raise RuntimeError("secret detail")
-
-    if framework == "starlette":
-        routes = [
-            Route("/stream", inject(container)(stream)),
-            Route("/fail", inject(container)(fail)),
-        ]
-        return Starlette(routes=routes)
-    app = FastAPI()
-    app.get("/stream")(inject(container)(stream))
-    app.get("/fail")(inject(container)(fail))
-    return app
-
-
+@backends
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("mode", MODES)
-async def test_streaming_response_reads_its_resource_while_it_streams(
-    anyio_backend: str, framework: str, mode: str
+def test_streaming_response_reads_its_resource_while_it_streams(
+    backend: Backend, framework: str, mode: str
 ) -> None:
     log: list[str] = []
-    container, cursor = cursor_container(log, mode)
+    container, cursor = cursor_container(log.append, mode)
     app = streaming_app(framework, container, cursor, chunks=3)
-    transport = httpx.ASGITransport(app=app)
-    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-        response = await client.get("/stream")
+    with TestClient(app, backend=backend) as client:
+        response = client.get("/stream")
     assert response.status_code == 200
     assert response.text == "0;1;2;"
     assert log == ["open", "chunk 0", "chunk 1", "chunk 2", "close"]
 
 
+@backends
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_failing_handler_closes_its_resources_with_the_error(
-    anyio_backend: str, framework: str, mode: str
+def test_a_failing_handler_closes_its_resources_with_the_error(
+    backend: Backend, framework: str, mode: str
 ) -> None:
     log: list[str] = []
-    container, cursor = cursor_container(log, mode)
+    container, cursor = cursor_container(log.append, mode)
     app = streaming_app(framework, container, cursor, chunks=1)
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-        response = await client.get("/fail")
+    with TestClient(app, backend=backend, raise_server_exceptions=False) as client:
+        response = client.get("/fail")
     assert response.status_code == 500
     assert "secret" not in response.text
     assert log == ["open", "failed RuntimeError", "close"]
@@ -264,15 +177,19 @@ def http_scope(path: str, spec_version: str) -> dict[str, Any]:
     }
 
 
+# Driven by hand on purpose: TestClient reads a whole response before it returns (an
+# endless stream never does) and cannot leave mid-response, and a real server speaks one
+# ASGI spec version; only a hand-made server can say "gone" both ways. The same departure
+# through uvicorn and a real socket is test_a_client_that_leaves_mid_stream_under_uvicorn.
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("spec_version", ["2.0", "2.4"])
 async def test_a_client_that_leaves_mid_stream_still_closes_the_resources(
-    anyio_backend: str, framework: str, spec_version: str
+    anyio_backend: Backend, framework: str, spec_version: str
 ) -> None:
     """The client goes after the first chunk of an endless stream: ASGI servers say so
     with ``http.disconnect`` (spec 2.0) or by failing ``send`` with OSError (2.4)."""
     log: list[str] = []
-    container, cursor = cursor_container(log)
+    container, cursor = cursor_container(log.append)
     app = streaming_app(framework, container, cursor, chunks=None)
     gone = anyio.Event()
     requested = False
@@ -302,53 +219,30 @@ async def test_a_client_that_leaves_mid_stream_still_closes_the_resources(
     assert "chunk 0" in log
 
 
+@backends
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_websocket_keeps_its_resources_for_the_whole_connection(
-    anyio_backend: str, framework: str, mode: str
+def test_a_websocket_keeps_its_resources_for_the_whole_connection(
+    backend: Backend, framework: str, mode: str
 ) -> None:
     log: list[str] = []
-    container, cursor = cursor_container(log, mode)
-
-    async def echo(websocket: WebSocket, c: Annotated[Cursor, Resolve(cursor)]) -> None:
-        await websocket.accept()
-        n = 0
-        async for text in websocket.iter_text():
-            await websocket.send_text(text + c.read(n))
-            n += 1
-
-    app: Any
-    if framework == "starlette":
-        app = Starlette(routes=[WebSocketRoute("/ws", inject(container)(echo))])
-    else:
-        app = FastAPI()
-        app.websocket("/ws")(inject(container)(echo))
-    incoming = [
-        {"type": "websocket.connect"},
-        {"type": "websocket.receive", "text": "a"},
-        {"type": "websocket.receive", "text": "b"},
-        {"type": "websocket.disconnect", "code": 1000},
-    ]
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return incoming.pop(0)
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = http_scope("/ws", "2.4") | {"type": "websocket", "scheme": "ws", "subprotocols": []}
-    async with container:
-        with anyio.fail_after(10):
-            await app(scope, receive, send)
-    assert [m.get("text") for m in sent if m["type"] == "websocket.send"] == ["a0;", "b1;"]
+    container, cursor = cursor_container(log.append, mode)
+    app = app_of(framework, container, [echo_route(container, cursor)])
+    with TestClient(app, backend=backend) as client:
+        with client.websocket_connect("/ws") as websocket:
+            echoed = []
+            for text_ in ("a", "b"):
+                websocket.send_text(text_)
+                echoed.append(websocket.receive_text())
+        assert echoed == ["a0;", "b1;"]
     assert log == ["open", "chunk 0", "chunk 1", "close"]
 
 
-async def test_a_plain_starlette_response_is_sent_inside_the_call(anyio_backend: str) -> None:
+@backends
+def test_a_plain_starlette_response_is_sent_inside_the_call(backend: Backend) -> None:
     """A CALL resource is still open while Starlette sends an ordinary response."""
     log: list[str] = []
-    container, cursor = cursor_container(log)
+    container, cursor = cursor_container(log.append)
 
     class Tracking(PlainTextResponse):
         async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -359,141 +253,93 @@ async def test_a_plain_starlette_response_is_sent_inside_the_call(anyio_backend:
     async def home(c: Annotated[Cursor, Resolve(cursor)]) -> Response:
         return Tracking(c.read(0))
 
-    transport = httpx.ASGITransport(app=Starlette(routes=[Route("/", home)]))
-    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-        assert (await client.get("/")).text == "0;"
+    app = Starlette(routes=[Route("/", home)], lifespan=container.lifespan)
+    with TestClient(app, backend=backend) as client:
+        assert client.get("/").text == "0;"
     assert log == ["open", "chunk 0", "sending", "close"]
 
 
-async def test_starlette_http_exception_passes_through_a_sync_endpoint(anyio_backend: str) -> None:
+@backends
+def test_starlette_http_exception_passes_through_a_sync_endpoint(backend: Backend) -> None:
     """Starlette's own `HTTPException` from a plain `def` endpoint (run in a worker thread)
     is the framework's 404, and the request's resource still closes, seeing the error."""
     log: list[str] = []
-    container, cursor = cursor_container(log)
+    container, cursor = cursor_container(log.append)
 
     @inject(container)
     def note(request: Request, c: Annotated[Cursor, Resolve(cursor)]) -> Response:
         c.read(0)
         raise StarletteHTTPException(404, f"there is no note {request.path_params['n']}")
 
-    app = Starlette(routes=[Route("/notes/{n}", note)])
-    transport = httpx.ASGITransport(app=app)
-    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-        response = await client.get("/notes/7")
+    app = Starlette(routes=[Route("/notes/{n}", note)], lifespan=container.lifespan)
+    with TestClient(app, backend=backend) as client:
+        response = client.get("/notes/7")
     assert response.status_code == 404
     assert response.text == "there is no note 7"
     assert log == ["open", "chunk 0", "failed HTTPException", "close"]
 
 
-async def test_fastapi_resolver_reads_the_request_by_type(anyio_backend: str) -> None:
+def ask_concurrently(get: Callable[[str], str], names: tuple[str, ...]) -> dict[str, str]:
+    """``get(name)`` for every name at once, each from its own thread."""
+    with ThreadPoolExecutor(len(names)) as pool:
+        return dict(zip(names, pool.map(get, names, timeout=60), strict=True))
+
+
+@backends
+def test_fastapi_resolver_reads_the_request_by_type(backend: Backend) -> None:
     """A resolver asks for the `Request` by type; each request gets its own, and its own
     CALL scope, while the APP value is made once for all of them."""
     log: list[str] = []
-    container, _database, transaction = make_container(log)
-
-    async def tenant(request: Request, tx: Annotated[str, Resolve(transaction)]) -> str:
-        return f"{request.headers['x-tenant']}/{tx}"
-
-    app = FastAPI(lifespan=container.lifespan)
-
-    @app.get("/whoami")
-    @inject(container)
-    async def whoami(who: Annotated[str, Resolve(tenant)]) -> str:
-        return who
-
-    transport = httpx.ASGITransport(app=app)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://t") as client,
-    ):
-        async with anyio.create_task_group() as tg:
-            results: dict[str, str] = {}
-
-            async def ask(name: str) -> None:
-                results[name] = (await client.get("/whoami", headers={"x-tenant": name})).json()
-
-            for name in ("a", "b", "c"):
-                tg.start_soon(ask, name)
-        schema = (await client.get("/openapi.json")).json()
+    app = fastapi_app(log)
+    with TestClient(app, backend=backend) as client:
+        results = ask_concurrently(
+            lambda name: client.get("/whoami", headers={"x-tenant": name}).json(),
+            ("a", "b", "c"),
+        )
+        schema = client.get("/openapi.json").json()
     assert results == {"a": "a/tx", "b": "b/tx", "c": "c/tx"}
     assert "parameters" not in schema["paths"]["/whoami"]["get"]
     assert log.count("app open") == log.count("app close") == 1
     assert log.count("call open") == log.count("call close") == 3
 
 
+def get_many_with_faults(get: Callable[..., Any]) -> dict[int, int]:
+    """120 requests to ``/r/{i}``, 12 at a time; the status of each."""
+
+    def one(i: int) -> tuple[int, int]:
+        response = get(f"/r/{i}")
+        assert "secret" not in response.text
+        if i % 3 == 0:
+            assert response.text == "0;1;2;"
+        return i, response.status_code
+
+    with ThreadPoolExecutor(12) as pool:
+        statuses = dict(pool.map(one, range(120), timeout=60))
+    assert sorted(statuses) == list(range(120))
+    assert {statuses[i] for i in range(0, 120, 3)} == {200}
+    assert {statuses[i] for i in range(1, 120, 3)} == {500}
+    assert {statuses[i] for i in range(2, 120, 3)} == {404}
+    return statuses
+
+
+@backends
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("mode", MODES)
-async def test_many_concurrent_requests_with_faults_leave_nothing_open(
-    anyio_backend: str, framework: str, mode: str
+def test_many_concurrent_requests_with_faults_leave_nothing_open(
+    backend: Backend, framework: str, mode: str
 ) -> None:
     """120 requests, 12 at a time, a third streaming, a third failing, a third answering
     404 with HTTPException: every request's resource closes once, none is read after it
     closed, and the APP value is made once."""
     log: list[str] = []
+    made: list[str] = []
     container = Container(**MODES[mode])
-    made: list[int] = []
-
-    @container.provider(scope=Scope.APP)
-    async def settings() -> AsyncIterator[int]:
-        made.append(1)
-        yield 3
-
-    async def cursor(chunks: Annotated[int, Resolve(settings)]) -> AsyncIterator[Cursor]:
-        log.append("open")
-        resource = Cursor(log)
-        try:
-            yield resource
-        finally:
-            resource.closed = True
-            log.append("close")
-
-    async def body(c: Cursor, chunks: int) -> AsyncIterator[str]:
-        for n in range(chunks):
-            await anyio.sleep(0)
-            yield c.read(n)
-
-    async def handle(
-        request: Request,
-        c: Annotated[Cursor, Resolve(cursor)],
-        n: Annotated[int, Resolve(settings)],
-    ) -> Response:
-        kind = int(request.path_params["i"]) % 3
-        if kind == 1:
-            raise RuntimeError("secret detail")
-        if kind == 2:
-            raise StarletteHTTPException(404, "gone")
-        return StreamingResponse(body(c, n), media_type="text/plain")
-
-    app: Any
-    if framework == "starlette":
-        app = Starlette(routes=[Route("/r/{i}", inject(container)(handle))])
-    else:
-        app = FastAPI()
-        app.get("/r/{i}")(inject(container)(handle))
-    statuses: dict[int, int] = {}
-    limit = anyio.Semaphore(12)
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-
-    async def one(client: httpx.AsyncClient, i: int) -> None:
-        async with limit:
-            response = await client.get(f"/r/{i}")
-        statuses[i] = response.status_code
-        assert "secret" not in response.text
-        if i % 3 == 0:
-            assert response.text == "0;1;2;"
-
-    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-        with anyio.fail_after(60):
-            async with anyio.create_task_group() as tg:
-                for i in range(120):
-                    tg.start_soon(one, client, i)
-    assert sorted(statuses) == list(range(120))
-    assert {statuses[i] for i in range(0, 120, 3)} == {200}
-    assert {statuses[i] for i in range(1, 120, 3)} == {500}
-    assert {statuses[i] for i in range(2, 120, 3)} == {404}
+    app = app_of(framework, container, [faulty_route(container, log.append, made.append)])
+    with TestClient(app, backend=backend, raise_server_exceptions=False) as client:
+        get_many_with_faults(client.get)
     assert log.count("open") == log.count("close") == 120
     assert log.count("chunk 2") == 40
-    assert made == [1]
+    assert made == ["settings made"]
 
 
 def test_a_route_needing_a_session_value_is_refused_at_decoration() -> None:
@@ -513,6 +359,199 @@ def test_a_route_needing_a_session_value_is_refused_at_decoration() -> None:
     message = str(info.value).replace(checkout.__qualname__, "checkout")
     message = message.replace(cart.__qualname__, "cart")
     assert_snapshot("starlette_route_needs_session", message)
+
+
+# -- under uvicorn, in a subprocess -------------------------------------------------------
+
+
+class Events:
+    """The events a served app prints for one test's requests (tagged with its name)."""
+
+    def __init__(self, served: Served, request: pytest.FixtureRequest) -> None:
+        self.served = served
+        self.tag = re.sub(r"\W", "-", request.node.name)
+        self.headers = {"x-test": self.tag}
+
+    def now(self) -> list[str]:
+        return events_of(self.served.output, self.tag)
+
+    def wait(self, done: Callable[[list[str]], bool]) -> list[str]:
+        """The events once *done* holds of them: the server prints a request's last events
+        after its response is sent, so a test waits for them (boundedly)."""
+        self.served.read_until(lambda output: done(events_of(output, self.tag)))
+        return self.now()
+
+    def client(self) -> httpx.Client:
+        """An httpx client of the server that tags its requests, with a connection per
+        request: uvicorn closes a connection after the app raised, even with its 500
+        already sent, and a request that reused that connection meanwhile would fail with
+        a reset instead of testing the app."""
+        limits = httpx.Limits(max_connections=12, max_keepalive_connections=0)
+        return httpx.Client(
+            base_url=self.served.url, headers=self.headers, timeout=30, limits=limits
+        )
+
+
+def events_of(output: list[str], tag: str | None = None) -> list[str]:
+    """The events in *output* (of requests tagged *tag*, or of all)."""
+    events = [line.removeprefix(EVENT).split(" ", 1) for line in output if line.startswith(EVENT)]
+    return [event for t, event in events if tag is None or t == tag]
+
+
+def check_served(served: Served, opened: str, closed: str) -> None:
+    """After the server stopped: its APP scope opened once, closed last, and the server
+    exited cleanly on Ctrl-C."""
+    events = events_of(served.output)
+    assert events.count(opened) == 1, events
+    assert events[-1] == closed, events
+    assert served.returncode == 0, "\n".join(served.output)
+
+
+@pytest.fixture(scope="module")
+def starlette_server() -> Iterator[Served]:
+    """The plain Starlette app under uvicorn, shared by this module's tests."""
+    with serve("starlette_apps:served_starlette", factory=True) as served:
+        yield served
+    check_served(served, "app open", "app close")
+
+
+@pytest.fixture(scope="module")
+def fastapi_server() -> Iterator[Served]:
+    """The FastAPI app mounting an MCP server under uvicorn, shared by this module's tests."""
+    with serve("starlette_apps:served_fastapi_with_mcp", factory=True) as served:
+        yield served
+    check_served(served, "app open", "app close")
+
+
+@pytest.mark.network
+def test_starlette_endpoint_gets_request_and_resources_under_uvicorn(
+    starlette_server: Served, request: pytest.FixtureRequest
+) -> None:
+    events = Events(starlette_server, request)
+    with events.client() as client:
+        for _ in range(2):
+            response = client.get("/", headers={"user-agent": "ua/1"})
+            assert response.json() == {"tx": "tx", "agent": "ua/1", "path": "/"}
+    mine = events.wait(lambda e: e.count("call close") == 2)
+    assert [e for e in mine if e != "app open"] == ["call open", "call close"] * 2
+    assert events_of(starlette_server.output).count("app open") == 1
+
+
+@pytest.mark.network
+def test_streaming_and_failing_under_uvicorn(
+    starlette_server: Served, request: pytest.FixtureRequest
+) -> None:
+    events = Events(starlette_server, request)
+    with events.client() as client:
+        response = client.get("/stream")
+        assert response.status_code == 200
+        assert response.text == "0;1;2;"
+        assert events.wait(lambda e: "close" in e) == [
+            "open", "chunk 0", "chunk 1", "chunk 2", "close"
+        ]  # fmt: skip
+        response = client.get("/fail")
+    assert response.status_code == 500
+    assert "secret" not in response.text
+    failing = events.wait(lambda e: e.count("close") == 2)[5:]
+    assert failing == ["open", "failed RuntimeError", "close"]
+
+
+@pytest.mark.network
+def test_a_client_that_leaves_mid_stream_under_uvicorn(
+    starlette_server: Served, request: pytest.FixtureRequest
+) -> None:
+    """A real client reads the first chunk of an endless stream and hangs up: the server
+    notices, and the request's resource closes."""
+    events = Events(starlette_server, request)
+    with (
+        events.client() as client,
+        client.stream("GET", "/endless") as response,
+    ):
+        assert response.status_code == 200
+        first = next(response.iter_text())
+        assert first.startswith("0;")
+    log = events.wait(lambda e: "close" in e)
+    assert log[0] == "open"
+    assert log[-1] == "close"
+    assert "chunk 0" in log
+
+
+@pytest.mark.network
+def test_a_websocket_keeps_its_resources_under_uvicorn(
+    starlette_server: Served, request: pytest.FixtureRequest
+) -> None:
+    events = Events(starlette_server, request)
+    url = starlette_server.url.replace("http://", "ws://") + "/ws"
+    with websocket_connect(url, additional_headers=events.headers, open_timeout=30) as websocket:
+        echoed = []
+        for text_ in ("a", "b"):
+            websocket.send(text_)
+            echoed.append(websocket.recv(timeout=30))
+    assert echoed == ["a0;", "b1;"]
+    assert events.wait(lambda e: "close" in e) == ["open", "chunk 0", "chunk 1", "close"]
+
+
+@pytest.mark.network
+def test_many_concurrent_requests_with_faults_under_uvicorn(
+    starlette_server: Served, request: pytest.FixtureRequest
+) -> None:
+    events = Events(starlette_server, request)
+    with events.client() as client:
+        get_many_with_faults(client.get)
+    log = events.wait(lambda e: e.count("close") == 120)
+    assert log.count("open") == log.count("close") == 120
+    assert log.count("chunk 2") == 40
+    assert events_of(starlette_server.output).count("settings made") == 1
+
+
+@pytest.mark.network
+def test_fastapi_hides_injected_parameters_and_keeps_its_own_under_uvicorn(
+    fastapi_server: Served, request: pytest.FixtureRequest
+) -> None:
+    events = Events(fastapi_server, request)
+    with events.client() as client:
+        check_fastapi_hides_injected_parameters_and_keeps_its_own(client)
+    log = events.wait(lambda e: e.count("call close") == 3)
+    assert log.count("call open") == log.count("call close") == 3
+    assert events_of(fastapi_server.output).count("app open") == 1
+
+
+@pytest.mark.network
+def test_fastapi_resolver_reads_the_request_by_type_under_uvicorn(
+    fastapi_server: Served, request: pytest.FixtureRequest
+) -> None:
+    events = Events(fastapi_server, request)
+    with events.client() as client:
+        results = ask_concurrently(
+            lambda name: client.get("/whoami", headers={"x-tenant": name}).json(),
+            ("a", "b", "c"),
+        )
+        schema = client.get("/openapi.json").json()
+    assert results == {"a": "a/tx", "b": "b/tx", "c": "c/tx"}
+    assert "parameters" not in schema["paths"]["/whoami"]["get"]
+    log = events.wait(lambda e: e.count("call close") == 3)
+    assert log.count("call open") == log.count("call close") == 3
+    assert events_of(fastapi_server.output).count("app open") == 1
+
+
+@pytest.mark.network
+def test_a_tool_of_the_mounted_mcp_server_shares_the_app_scope_under_uvicorn(
+    fastapi_server: Served, request: pytest.FixtureRequest
+) -> None:
+    """Each ``tools/call`` is one CALL scope on the APP scope the routes use."""
+    events = Events(fastapi_server, request)
+
+    async def call_twice() -> list[str]:
+        with anyio.fail_after(60):
+            http = create_mcp_http_client(headers=events.headers)
+            transport = streamable_http_client(f"{fastapi_server.url}/mcp", http_client=http)
+            async with Client(transport) as mcp:
+                return [text(await mcp.call_tool("in_a_transaction", {})) for _ in range(2)]
+
+    assert anyio.run(call_twice) == ["tx, database closed: False"] * 2
+    log = events.wait(lambda e: e.count("call close") == 2)
+    assert [e for e in log if e != "app open"] == ["call open", "call close"] * 2
+    assert events_of(fastapi_server.output).count("app open") == 1
 
 
 # Runs in a fresh interpreter: the core and the pytest plugin import neither Starlette nor
