@@ -82,6 +82,17 @@ class Served:
         return self.output
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """Run in the server process before it starts: SIGINT back to its default.
+
+    A test run started in the background by a shell without job control ignores SIGINT,
+    and a child inherits an ignored signal: Python would then install no Ctrl-C handler
+    in the server, which shuts down on Ctrl-C (uvicorn catches it) but then does not exit
+    the way Ctrl-C makes a program exit, as tests check.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _pump(stream: object, into: queue.Queue[str | None]) -> None:
     for line in stream:  # type: ignore[attr-defined]
         into.put(line)
@@ -121,6 +132,7 @@ def run_server(
         text=True,
         env=env,
         cwd=str(cwd),
+        preexec_fn=_ctrl_c_as_in_a_terminal,  # the tests start servers from the main thread
     )
     served = Served(target=target)
     lines = served._queue
