@@ -462,22 +462,25 @@ class _Compiler:
             count = wire_seen.get(base, 0)
             wire_seen[base] = count + 1
             steps.append(
+                # Positional, in field order (a step per resolver per plan: keywords
+                # cost twice as much): index, fn, name, key, scope, kind, inline,
+                # may_ask, inputs, wire_key, parent, param, awaits.
                 Step(
-                    index=i,
-                    fn=fn,
-                    name=info.name,
-                    key=("override", taint, key) if taint else key,
-                    scope=provider.scope,
-                    kind=info.kind,
+                    i,
+                    fn,
+                    info.name,
+                    ("override", taint, key) if taint else key,
+                    provider.scope,
+                    info.kind,
                     # An async factory made its context manager on the event loop:
                     # it is entered and exited there too, not in a worker thread.
-                    inline=provider.inline or info.awaits,
-                    may_ask=info.may_ask and provider.scope is Scope.CALL,
-                    inputs=_inputs(node.inputs, index),
-                    wire_key=base if count == 0 else f"{base}#{count}",
-                    parent=index[node.parent] if node.parent is not None else -1,
-                    param=node.param,
-                    awaits=info.awaits,
+                    provider.inline or info.awaits,
+                    info.may_ask and provider.scope is Scope.CALL,
+                    _inputs(node.inputs, index),
+                    base if count == 0 else f"{base}#{count}",
+                    index[node.parent] if node.parent is not None else -1,
+                    node.param,
+                    info.awaits,
                 )
             )
         return Graph(
