@@ -402,3 +402,24 @@ def test_every_handler_over_a_shared_mistake_is_refused_with_the_same_message() 
             messages.append(str(caught.value))
         assert messages == [messages[0]] * 3, bad
         assert bad.__name__ in messages[0] or "Missing" in messages[0]
+
+
+async def test_marking_a_resolver_below_a_shared_one_inline_later_is_honoured() -> None:
+    def plain() -> int:
+        return 2
+
+    async def middle(p: Annotated[int, Resolve(plain)]) -> int:
+        return p
+
+    async def first(m: Annotated[int, Resolve(middle)]) -> int:
+        return m
+
+    async def second(m: Annotated[int, Resolve(middle)]) -> int:
+        return m
+
+    container = Container()
+    assert [s.inline for s in container.compile(first).steps] == [False, True]
+    inline(plain)
+    assert [s.inline for s in container.compile(second).steps] == [True, True]
+    async with container:
+        assert await container.run(second) == 2

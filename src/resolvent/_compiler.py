@@ -146,7 +146,7 @@ class _Compiler:
         self.used_values: list[Any] = []
         # A resolver's checked expansion, shared by the plans that use it; none while
         # overrides are active (a replacement changes what a key expands to).
-        self.memo = registry.expansions if overrides is NO_OVERRIDES else None
+        self.memo = registry.shared_expansions() if overrides is NO_OVERRIDES else None
 
     # -- classification ----------------------------------------------------------------
 

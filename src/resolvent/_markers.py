@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ("Elicit", "Resolve", "inline", "is_inline")
+__all__ = ("Elicit", "Resolve", "inline", "inline_epoch", "is_inline")
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -93,6 +93,7 @@ def inline(fn: F, /) -> F:
             "  fix: remove @inline; on an @inject(container) tool, put @inline below "
             "@inject, on the def itself"
         )
+    global _inline_epoch
     try:
         setattr(fn, _INLINE, True)
     except (AttributeError, TypeError):
@@ -100,7 +101,17 @@ def inline(fn: F, /) -> F:
             f"@inline cannot mark {fn!r}: it takes no attributes.\n"
             "  fix: wrap it in a def and mark that"
         ) from None
+    _inline_epoch += 1
     return fn
+
+
+_inline_epoch = 0
+
+
+def inline_epoch() -> int:
+    """Changes whenever `inline` marks a function: what a compile learned about how a
+    resolver runs is learned again."""
+    return _inline_epoch
 
 
 def is_inline(fn: Any) -> bool:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from ._annotations import NO_DEFAULT
-from ._markers import is_inline
+from ._markers import inline_epoch, is_inline
 from ._record import record
 from ._scopes import Scope
 from ._signature import FunctionInfo, markers_epoch, read_function
@@ -74,6 +74,7 @@ class Registry:
         # key -> a resolver's checked expansion (see `_Compiler.expand`); cleared with
         # the container's plans whenever a registration changes.
         self.expansions: dict[Hashable, Any] = {}
+        self._epochs = (markers_epoch(), inline_epoch())
         # key -> (function, its question key on the wire): what compiling a step costs
         # once per resolver; checked against the function, so never stale.
         self.wire_bases: dict[Hashable, tuple[Any, str]] = {}
@@ -107,6 +108,16 @@ class Registry:
         ):
             self.by_type.setdefault(offered_type, []).append(provider)
         return provider
+
+    def shared_expansions(self) -> dict[Hashable, Any]:
+        """`expansions`, emptied first if a marker class was registered or a function
+        marked `inline` since they were made: each holds the readings of the resolvers
+        below it, which a later plan would otherwise take as they were."""
+        epochs = (markers_epoch(), inline_epoch())
+        if epochs != self._epochs:
+            self._epochs = epochs
+            self.expansions.clear()
+        return self.expansions
 
     def get(self, fn: Callable[..., Any]) -> Provider | None:
         return self.by_key.get(resolver_key(fn))
