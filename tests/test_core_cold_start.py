@@ -166,10 +166,13 @@ async def test_a_plan_turns_hot_and_run_starts_its_generated_code() -> None:
         for _ in range(HOT_AFTER):
             await container.run(handler, user_id="u")
         assert is_cold(plan.run_fn)
+        assert not plan._entry  # nothing generated yet
         await container.run(handler, user_id="u")
-        assert not is_cold(plan.run_fn)
         # No cold layer left on the hot path: the generated entry, bound to the APP scope.
         assert container._ready[handler].__func__ is plan.entry_fn
+        # Only what runs is generated: `run`'s own variant is left until a call needs it.
+        assert is_cold(plan.run_fn)
+        assert await container.run(handler, user_id="v") == "cfg:v|cfg:v|cfg:"
 
 
 async def test_a_call_scope_runs_the_generated_code_at_once() -> None:

@@ -10,7 +10,7 @@ import types
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextvars import ContextVar
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 import anyio
 
@@ -19,7 +19,7 @@ from ._call import EMPTY, Call
 from ._codegen import direct_shape
 from ._compiler import Overrides
 from ._errors import ResolventError
-from ._executor import is_cold
+from ._executor import HOT_AFTER, is_cold
 from ._overrides import OverrideBlock
 from ._plan import Plan
 from ._plans import PlanCache, Starter, check_scopes, refuse_values
@@ -359,34 +359,41 @@ class Container:
         if Scope.SESSION not in plan.scopes and plan.overrides is None:
             with contextlib.suppress(TypeError):  # an unhashable callable object
                 self._plans.remember(fn, start)
-                if is_cold(plan.run_fn):  # once hot, `run` starts the generated code
-                    hooks = plan._on_hot  # pyright: ignore[reportPrivateUsage]
-                    hooks.append(functools.partial(self._warmed, fn, start, plan))
         return await start(kwargs, fn)
 
-    def _start(self, plan: Plan) -> Starter:
+    def _start(self, plan: Plan, *, hot: bool = False) -> Starter:
         """What `run` calls, as ``start(kwargs, fn)``, to start a checked *plan* with no
         SESSION step and no framework value: its generated ``entry`` (see `generate`),
         with no scope object, when the plan has no CALL resources or sets them all up
         and tears them down itself (see `direct_shape`); else the plan in a call scope.
-        A plan still cold is interpreted (`cold_runner`) until it turns hot."""
+        A plan still cold is interpreted for its first calls (see `_run_cold`), unless
+        *hot*."""
         if self.concurrent or self.call_timeout is not None:
             return functools.partial(self._run_in_call, plan)
         if plan.needs_call and not direct_shape(plan.steps):
             return functools.partial(self._run_in_scope, plan)
-        if is_cold(plan.run_fn):
-            return functools.partial(self._run_cold, plan)
+        if not hot and is_cold(plan.run_fn):
+            cell: list[Any] = [0, None]  # calls so far, and the start itself
+            cell[1] = functools.partial(self._run_cold, plan, cell)
+            return cast(Starter, cell[1])
         entry = plan.entry_fn
         return types.MethodType(entry, self._app) if Scope.APP in plan.scopes else entry
 
-    def _warmed(self, fn: Any, start: Any, plan: Plan, run: Callable[..., Any]) -> None:
-        """A cold plan turned hot: `run` starts its generated entry from now on."""
+    async def _run_cold(
+        self, plan: Plan, cell: list[Any], args: dict[str, Any], body: Callable[..., Any]
+    ) -> Any:
+        """Start a plan that was cold when `run` first met it: its first `HOT_AFTER` calls
+        through ``run_fn`` (interpreted while it is cold), then its generated entry, which
+        `run` starts itself from then on. Only the entry is generated: a plan only `run`
+        starts never needs ``run``'s own variant."""
+        if cell[0] < HOT_AFTER:
+            cell[0] += 1
+            return await plan.run_fn(args, EMPTY, None, self._app, None, body)
+        start = self._start(plan, hot=True)
         ready = self._ready
-        if ready.get(fn) is start:
-            ready[fn] = self._start(plan)
-
-    async def _run_cold(self, plan: Plan, args: dict[str, Any], body: Callable[..., Any]) -> Any:
-        return await plan.run_fn(args, EMPTY, None, self._app, None, body)
+        if ready.get(body) is cell[1]:  # *body* is what `run` was given: the key
+            ready[body] = start
+        return await start(args, body)
 
     async def _run_in_scope(
         self, plan: Plan, args: dict[str, Any], body: Callable[..., Any]
