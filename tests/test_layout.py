@@ -1,0 +1,164 @@
+"""The package's layout: imports between its modules run one way, with no circle.
+
+Every import counts: at the top of a module, under ``if TYPE_CHECKING:``, and inside a
+function (a lazy import is still a dependency; it only hides the circle from the import
+system). ARCHITECTURE.md draws the layers this test holds.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = "resolvent"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted((SRC / PACKAGE).rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules that *name* imports, wherever in the file it imports them."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            else:
+                module = node.module or ""
+            # `from pkg import sub` imports the submodule `pkg.sub` when there is one;
+            # it depends on `pkg` itself only for the names that are not submodules
+            subs = [f"{module}.{alias.name}" for alias in node.names]
+            targets = [s if s in known else module for s in subs]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:  # `import a.b.c` depends on a.b.c
+                target = target.rpartition(".")[0]
+            if target and target != name and target.startswith(PACKAGE):
+                found.add(target)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    found = modules()
+    return {name: imports_of(name, path, set(found)) for name, path in found.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for child in sorted(graph.get(node, ())):
+            if child not in index:
+                visit(child)
+                low[node] = min(low[node], low[child])
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def describe(graph: dict[str, set[str]], component: list[str]) -> str:
+    members = set(component)
+    edges = [f"{a} -> {b}" for a in component for b in sorted(graph[a] & members)]
+    return "circle: " + ", ".join(component) + "\n  " + "\n  ".join(edges)
+
+
+def test_no_import_circle_between_the_packages_modules() -> None:
+    graph = import_graph()
+    found = circles(graph)
+    assert not found, (
+        "imports must run one way (see ARCHITECTURE.md); move the shared name down a layer "
+        "or pass it in from above:\n" + "\n".join(describe(graph, c) for c in found)
+    )
+
+
+# Where the core reaches an integration on purpose, and why; each import is made only once
+# the integration's own library is in use, and stays inside one function.
+CORE_TO_INTEGRATION = {
+    # the start-up guard runs when a container's lifespan starts an MCPServer, even if the
+    # server's module never imported resolvent.mcp (one that forgot @inject does not)
+    "resolvent.mcp._guard": "the MCP start-up guard, for a server that is an MCPServer",
+    # open_store("redis://...") opens a RedisStore; coredis is imported only then
+    "resolvent.redis": "open_store's redis:// URLs",
+}
+
+
+def test_the_core_never_imports_an_integration() -> None:
+    graph = import_graph()
+    integrations = {n for n in graph if n.startswith(f"{PACKAGE}.mcp")} | {
+        f"{PACKAGE}.starlette",
+        f"{PACKAGE}.redis",
+    }
+    core = {n for n in graph if n.rpartition(".")[2].startswith("_") and n.count(".") == 1}
+    wrong = {
+        f"{a} -> {b}"
+        for a in sorted(core)
+        for b in sorted(graph[a] & integrations)
+        if b not in CORE_TO_INTEGRATION
+    }
+    assert not wrong, f"the core imports an integration: {sorted(wrong)}"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from ._b import x", {"resolvent._b"}),
+        ("from . import _b", {"resolvent._b"}),
+        ("import resolvent._b", {"resolvent._b"}),
+        ("if TYPE_CHECKING:\n    from ._b import x", {"resolvent._b"}),
+        ("def f():\n    from ._b import x", {"resolvent._b"}),
+        ("from ._sub import y", {"resolvent._sub"}),
+        ("from ._sub import c, y", {"resolvent._sub", "resolvent._sub.c"}),
+        ("from ._sub.c import y", {"resolvent._sub.c"}),
+        ("import json", set()),
+    ],
+)
+def test_every_kind_of_import_counts(tmp_path: Path, source: str, expected: set[str]) -> None:
+    path = tmp_path / "_a.py"
+    path.write_text(source + "\n", encoding="utf-8")
+    known = {"resolvent", "resolvent._a", "resolvent._b", "resolvent._sub", "resolvent._sub.c"}
+    assert imports_of("resolvent._a", path, known) == expected
+
+
+def test_a_circle_is_found_and_named() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
+    assert "c -> a" in describe(graph, ["a", "b", "c"])
