@@ -30,7 +30,9 @@ _MAX_PLANS = 10_000
 _MAX_OVERRIDE_PLANS = 1_000
 
 Starter = Callable[..., Coroutine[Any, Any, Any]]
-"""What `Container.run` calls, with the generated code's arguments, to start a plan."""
+"""What starts a checked plan from the ready table: `Container.run` calls its own entries as
+``start(kwargs, fn)``; an integration's entries, keyed by an object of its own, take what
+that integration passes."""
 
 
 class PlanCache:
