@@ -13,18 +13,22 @@ A page marks each generated part with a pair of comments, invisible once rendere
 ``tests/test_published_figures.py`` fails when a page's part differs from what the file gives,
 so a figure cannot drift from the run it quotes. Figures outside these parts are history
 (what an earlier run measured), and say so.
+
+The per-interpreter table comes from ``benchmarks/results/quick-pyXY.json``, one file per
+CPython (``python3 dev.py bench --python 3.11,3.12,3.13 --quick ...`` writes them).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .report import cell, markdown
+from .report import IMPL_ORDER, cell, markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "latest.json"
@@ -174,6 +178,167 @@ def targets(data: dict[str, Any]) -> str:
     )
 
 
+# ------------------------------------------------------------------ per interpreter
+
+# The per-call scenarios published for every interpreter.
+PER_CALL = ("S1", "S2", "S3 chain 100", "S4", "S5 inline", "S5 thread", "S6", "S7")
+# A ratio differs by interpreter when it moves by more than this (relative to the oldest
+# interpreter's) and the middle halves (quartiles) of the two runs' per-round ratios do not
+# overlap: a few rounds disturbed by the machine's other work do not decide it.
+DIFFERS = 0.10
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    """The first and third quartiles of *values*."""
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
+
+
+def interpreter_files() -> list[Path]:
+    """The per-interpreter results files, oldest interpreter first."""
+    files = RESULTS.parent.glob("quick-py3*.json")
+    return sorted(files, key=lambda f: int(f.stem.removeprefix("quick-py3")))
+
+
+def _minor(data: dict[str, Any]) -> str:
+    return ".".join(data["environment"]["python"].split(".")[:2])
+
+
+def _ok(data: dict[str, Any], key: str, name: str) -> dict[str, Any] | None:
+    try:
+        res: dict[str, Any] = scenario(data, key)["results"][name]
+    except KeyError:
+        return None
+    return res if res["status"] == "ok" and res.get("ratio") is not None else None
+
+
+def moved(runs: list[dict[str, Any]], key: str, name: str) -> list[tuple[str, float]]:
+    """The interpreters (after the oldest) on which *name*'s ratio in *key* moved beyond
+    the noise of the two runs, with the relative move."""
+    base = _ok(runs[0], key, name)
+    if base is None:
+        return []
+    out = []
+    for data in runs[1:]:
+        res = _ok(data, key, name)
+        if res is None:
+            continue
+        change = res["ratio"] / base["ratio"] - 1
+        (lo, hi), (base_lo, base_hi) = quartiles(res["ratios"]), quartiles(base["ratios"])
+        apart = lo > base_hi or hi < base_lo
+        if apart and abs(change) > DIFFERS:
+            out.append((_minor(data), change))
+    return out
+
+
+def spread(runs: list[dict[str, Any]], keys: tuple[str, ...] = PER_CALL) -> float:
+    """The median over cells of half the interquartile range of a cell's per-round ratios,
+    relative to its median: the runs' noise."""
+    halves = [
+        (quartiles(res["ratios"])[1] - quartiles(res["ratios"])[0]) / 2 / res["ratio"]
+        for data in runs
+        for key in keys
+        for name in IMPL_ORDER
+        if name != "hand-written" and (res := _ok(data, key, name)) is not None
+    ]
+    halves.sort()
+    return halves[len(halves) // 2] if halves else 0.0
+
+
+def per_interpreter(runs: list[dict[str, Any]], keys: tuple[str, ...] = PER_CALL) -> str:
+    """The per-call scenarios under each interpreter: one column group per interpreter
+    (µs per call and the median per-round ratio to hand-written), and which ratios differ."""
+    if not runs:
+        return "No per-interpreter results file yet.\n"
+    pythons = [_minor(d) for d in runs]
+    lines = []
+    for data in runs:
+        env = data["environment"]
+        mode = "quick" if data["quick"] else "full"
+        lines.append(
+            f"- Python {env['python']}: run {env['date']}, {env['platform']} ({env['cpus']} CPUs),"
+            f" resolvent at {env['commit']}, {mode} run, {data['settings']['rounds']} rounds"
+            f" of {data['settings']['batch_ms']:g} ms batches."
+        )
+    first = runs[0]["environment"]["versions"]
+    if all(d["environment"]["versions"] == first for d in runs):
+        peers = ", ".join(f"{k} {v}" for k, v in first.items())
+        lines.append(f"- The same versions under every interpreter: {peers}.")
+    else:
+        for name in first:
+            seen = [d["environment"]["versions"].get(name, "missing") for d in runs]
+            if len(set(seen)) > 1:
+                pairs = ", ".join(f"{v} on {py}" for v, py in zip(seen, pythons, strict=True))
+                lines.append(f"- {name} differs by interpreter: {pairs}.")
+    head = ["scenario", "implementation"]
+    for py in pythons:
+        head += [f"{py} µs", f"{py} ratio"]
+    head.append("differs by interpreter")
+    table = [
+        "| " + " | ".join(head) + " |",
+        "| --- | --- | " + " | ".join("---:" for _ in head[2:-1]) + " | --- |",
+    ]
+    ours: list[str] = []
+    up = down = peer_rows = 0
+    for key in keys:
+        names = [
+            n
+            for n in IMPL_ORDER
+            if any(
+                scenario(d, key)["results"].get(n, {}).get("status") not in (None, "n/a")
+                for d in runs
+            )
+        ]
+        for i, name in enumerate(names):
+            row = [f"**{key}**" if i == 0 else "", name]
+            for data in runs:
+                res = scenario(data, key)["results"].get(name)
+                if res is None or res["status"] != "ok":
+                    row += [cell(res), ""]
+                else:
+                    ratio_ = res.get("ratio")
+                    row += [cell({**res, "ratio": None}), x(ratio_) if ratio_ else "-"]
+            diff = moved(runs, key, name) if name != "hand-written" else []
+            row.append(", ".join(f"{py}: {c:+.0%}" for py, c in diff))
+            table.append("| " + " | ".join(row) + " |")
+            if name == "resolvent" and diff:
+                values = ", ".join(
+                    f"{x(r['ratio'])} on {py}"
+                    for data, py in zip(runs, pythons, strict=True)
+                    if (r := _ok(data, key, name)) is not None
+                )
+                ours.append(f"{key} ({values})")
+            elif name not in ("hand-written", "resolvent"):
+                peer_rows += 1
+                up += sum(1 for _, c in diff if c > 0)
+                down += sum(1 for _, c in diff if c < 0)
+    if ours:
+        verdict = (
+            f"resolvent's ratio differs by interpreter in {'; '.join(ours)}, and agrees within"
+            " the noise in every other scenario."
+        )
+    else:
+        verdict = "resolvent's ratios agree within the noise in every scenario."
+    newer = " or ".join(pythons[1:])
+    if up or down:
+        verdict += (
+            f" Of the peers' {peer_rows} rows, {up + down} figures on {newer} differ"
+            f" ({up} higher, {down} lower; the last column names them)."
+        )
+    else:
+        verdict += " So do the peers'."
+    noise = (
+        f"Half the interquartile range of a cell's per-round ratios is {spread(runs, keys):.1%}"
+        " of its median (the median over the cells of these runs)."
+    )
+    return "\n".join([*lines, "", *table, "", f"{verdict} {noise}"]) + "\n"
+
+
+def pythons(data: dict[str, Any]) -> str:
+    """The per-interpreter table, from the quick-pyXY.json files (not from *data*)."""
+    return per_interpreter([load(f) for f in interpreter_files()])
+
+
 FRAGMENTS: dict[str, Callable[[dict[str, Any]], str]] = {
     "readme-summary": readme_summary,
     "fastapi-route": fastapi_route,
@@ -181,6 +346,7 @@ FRAGMENTS: dict[str, Callable[[dict[str, Any]], str]] = {
     "fastapi-busy": fastapi_busy,
     "standing": standing,
     "targets": targets,
+    "pythons": pythons,
 }
 
 __all__ = ("FRAGMENTS", "PAGES", "render")
