@@ -35,11 +35,14 @@ class Kind(enum.Enum):
 
     @property
     def is_resource(self) -> bool:
-        return self not in (Kind.ASYNC, Kind.SYNC)
+        return self not in _PLAIN  # read per step when a plan is built: no enum lookups
 
     @property
     def is_async(self) -> bool:
         return self in (Kind.ASYNC, Kind.ASYNC_GENERATOR, Kind.ASYNC_CONTEXT_MANAGER)
+
+
+_PLAIN = (Kind.ASYNC, Kind.SYNC)  # the kinds that are not resources
 
 
 def _is_async_callable(fn: Any) -> bool:
