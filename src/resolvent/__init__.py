@@ -23,9 +23,6 @@ from ._markers import Elicit, Resolve, inline
 from ._plan import Plan
 from ._scopes import Scope
 from ._session import Session
-from ._stores import StateKey, StateStore
-from ._stores.memory import MemoryStore
-from ._stores.opener import open_store
 
 __all__ = (
     "Accepted",
@@ -60,35 +57,40 @@ __all__ = (
 
 __version__ = "0.1.0"
 
-_LAZY = frozenset({"Accepted", "Cancelled", "Declined", "ElicitationResult"})
-_LAZY_STATE = frozenset({"Handle", "Held", "State"})
+# Imported on first use only: the outcome models and `State` need pydantic, and the state
+# stores are needed only by a program that keeps state (`SqliteStore` needs sqlite3).
+_OUTCOMES = frozenset({"Accepted", "Cancelled", "Declined", "ElicitationResult"})
+_STATE = frozenset({"Handle", "Held", "State"})
+_STORES = frozenset({"StateKey", "StateStore"})
 
 if TYPE_CHECKING:
     from ._outcomes import Accepted, Cancelled, Declined, ElicitationResult
     from ._state import Handle, Held, State
+    from ._stores import StateKey, StateStore
+    from ._stores.memory import MemoryStore
+    from ._stores.opener import open_store
     from ._stores.sqlite import SqliteStore
 
 
 def __getattr__(name: str) -> Any:
-    # The outcome models need pydantic, which is imported on first use only.
-    if name in _LAZY:
-        from . import _outcomes
+    module: Any
+    if name in _OUTCOMES:
+        from . import _outcomes as module
         from ._questions import load_outcomes
 
-        load_outcomes()
-
-        value = getattr(_outcomes, name)
-        globals()[name] = value
-        return value
-    if name in _LAZY_STATE:  # pydantic too
-        from . import _state
-
-        value = getattr(_state, name)
-        globals()[name] = value
-        return value
-    if name == "SqliteStore":  # sqlite3, on first use only
-        from ._stores.sqlite import SqliteStore
-
-        globals()[name] = SqliteStore
-        return SqliteStore
-    raise AttributeError(f"module 'resolvent' has no attribute {name!r}")
+        load_outcomes()  # the outcome models join the outcome families on first use
+    elif name in _STATE:
+        from . import _state as module
+    elif name in _STORES:
+        from . import _stores as module
+    elif name == "MemoryStore":
+        from ._stores import memory as module
+    elif name == "SqliteStore":
+        from ._stores import sqlite as module
+    elif name == "open_store":
+        from ._stores import opener as module
+    else:
+        raise AttributeError(f"module 'resolvent' has no attribute {name!r}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value

@@ -25,7 +25,7 @@ from ._threads import abandonable, in_thread
 if TYPE_CHECKING:
     from ._plan import Input, Step
 
-__all__ = ("direct_shape", "generate")
+__all__ = ("generate",)
 
 _counter = itertools.count()
 _NO_VALUES: Mapping[Any, Any] = MappingProxyType({})  # an entry's (see `generate`)
@@ -133,16 +133,6 @@ def _root_call(
     return ("not args" if not names else test), ", ".join(named)
 
 
-def direct_shape(steps: tuple[Step, ...]) -> bool:
-    """True if generated code can run *steps* without a call scope: every CALL resource
-    is set up and torn down in the caller's task (async, or sync run inline)."""
-    return all(
-        s.kind is Kind.ASYNC_GENERATOR or s.kind is Kind.ASYNC_CONTEXT_MANAGER or s.inline
-        for s in steps
-        if s.scope is Scope.CALL and s.kind.is_resource
-    ) and all(s.scope is not Scope.SESSION for s in steps)
-
-
 def generate(
     plan_ref: list[Any],
     name: str,
@@ -157,7 +147,7 @@ def generate(
 ) -> tuple[str, Callable[..., Any] | None]:
     """Generate one function of a plan: ``run`` (resolves, then calls the function),
     ``direct`` (``run`` that also sets up and tears down the plan's CALL resources itself,
-    with no call scope; see `direct_shape`) or ``resolve`` (returns the injected kwargs).
+    with no call scope; see `_plan.direct_shape`) or ``resolve`` (returns the injected kwargs).
     *arguments* are the names of the function's own parameters, which the caller passes.
     A fourth, ``entry``, is what `Container.run` starts: ``run`` (or ``direct``, when
     the plan has CALL resources) for a call with no call scope, no framework values and

@@ -33,7 +33,6 @@ from ._record import field, record
 from ._registry import Provider, Registry, read, resolver_key
 from ._scopes import Scope
 from ._signature import FunctionInfo, Param
-from ._toposort import toposort
 
 __all__ = ("NO_OVERRIDES", "Graph", "Overrides", "build_graph")
 
@@ -411,6 +410,8 @@ class _Compiler:
                     stack.pop()
                     edges_of.pop()
         if any(_threaded(nodes[key]) for key in post):
+            from ._toposort import toposort  # needed only when a step runs in a thread
+
             order = toposort(
                 post,
                 lambda key: {c for _, c in nodes[key].edges or ()},

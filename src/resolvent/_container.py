@@ -10,25 +10,25 @@ import types
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextvars import ContextVar
-from typing import Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 import anyio
 
 from ._cache import LiveScope
 from ._call import EMPTY, Call
-from ._codegen import direct_shape
 from ._compiler import Overrides
 from ._errors import ResolventError
 from ._executor import HOT_AFTER, is_cold
-from ._overrides import OverrideBlock
-from ._plan import Plan
+from ._plan import Plan, direct_shape
 from ._plans import PlanCache, Starter, check_scopes, refuse_values
 from ._questions import Asker
 from ._registry import Registry, read
 from ._scopes import Scope
 from ._session import Session
-from ._startup import run_start_checks, start_values
 from ._teardown import settle
+
+if TYPE_CHECKING:
+    from ._overrides import OverrideBlock
 
 __all__ = ("Container",)
 
@@ -262,6 +262,8 @@ class Container:
                 "  fix: call it inside `async with container:` (or the server lifespan), "
                 "or pass Container(warm=[...]) to start them on entry"
             )
+        from ._startup import start_values  # container.start only
+
         await start_values(self._plans.for_start(targets), app)
 
     def on_close(self, callback: Callable[[], Awaitable[None]]) -> None:
@@ -291,6 +293,8 @@ class Container:
         may share one APP scope. Checks that integrations registered
         (`register_start_check`) run on *server* first.
         """
+        from ._startup import run_start_checks  # at start-up only
+
         run_start_checks(server)
         async with self:
             yield
@@ -302,6 +306,8 @@ class Container:
 
         @contextlib.asynccontextmanager
         async def lifespan(server: Any) -> AsyncGenerator[T, None]:
+            from ._startup import run_start_checks
+
             run_start_checks(server)
             async with self, inner(server) as value:
                 yield value
@@ -445,6 +451,8 @@ class Container:
         from the replacement, which it could not close.
         """
         read(replacement)  # validate what the replacement shows now
+        from ._overrides import OverrideBlock  # overrides are for tests: loaded on first use
+
         return OverrideBlock(self, target, replacement)
 
     def _live_scopes(self) -> list[LiveScope]:

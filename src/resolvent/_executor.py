@@ -8,10 +8,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._cache import LiveScope
-from ._codegen import direct_shape, generate
 from ._errors import CallTimeout
 from ._interpreter import interpret, run_concurrently, run_step
-from ._plan import Step
+from ._plan import Step, direct_shape
 from ._questions import Asker
 from ._rounds import Rounds
 from ._scopes import Scope
@@ -112,6 +111,8 @@ class _PlanCode:
 
 
 def _generate(plan: Plan, variant: str, *, build: bool) -> tuple[str, Callable[..., Any] | None]:
+    from ._codegen import generate  # loaded with the first plan that turns hot
+
     return generate(
         [plan],
         plan.name,

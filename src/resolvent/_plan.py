@@ -13,7 +13,7 @@ from ._questions import OutcomeFamily
 from ._record import field, record
 from ._scopes import Scope
 
-__all__ = ("Input", "Plan", "PlanCode", "Step")
+__all__ = ("Input", "Plan", "PlanCode", "Step", "direct_shape")
 
 
 @record
@@ -289,3 +289,13 @@ class Plan:
             out.append(f'  "{source}" -> "{target}" [label="{label}"];')
         out.append("}")
         return "\n".join(out)
+
+
+def direct_shape(steps: tuple[Step, ...]) -> bool:
+    """True if generated code can run *steps* without a call scope: every CALL resource
+    is set up and torn down in the caller's task (async, or sync run inline)."""
+    return all(
+        s.kind is Kind.ASYNC_GENERATOR or s.kind is Kind.ASYNC_CONTEXT_MANAGER or s.inline
+        for s in steps
+        if s.scope is Scope.CALL and s.kind.is_resource
+    ) and all(s.scope is not Scope.SESSION for s in steps)

@@ -13,7 +13,6 @@ from typing import Annotated, Any, TypeVar
 
 from ._annotations import type_name
 from ._cache import LiveScope
-from ._codegen import generate
 from ._compiler import NO_OVERRIDES, Overrides, build_graph
 from ._errors import ResolventError
 from ._executor import PLAN_CODE, cold_runner, cold_shape
@@ -115,6 +114,8 @@ class PlanCache:
             # Interpreted until it is called again: see `cold_runner`.
             run_fn = cold_runner(ref)
         else:
+            from ._codegen import generate  # see _executor._generate
+
             run_fn = generate(
                 ref,
                 graph.root.name,
