@@ -59,7 +59,19 @@ def test_import_does_not_need_mcp(tmp_path: Path) -> None:
 # Standard-library modules `import resolvent` leaves alone: each serves one feature
 # (multi-round elicitation state, failure logging) and is imported when that feature
 # first runs, so a program that never uses it does not pay for it at start-up.
-_LAZY = ("hashlib", "json", "logging", "pydantic")
+_LAZY = ("hashlib", "json", "logging", "pydantic", "sqlite3")
+# The package's own modules that serve one feature, loaded by the function that first
+# needs it: the code generator (a plan turning hot), the state stores, overrides (tests),
+# the start-up checks (a lifespan starting) and the topological sort (a worker-thread step).
+_LAZY_OWN = (
+    "resolvent._codegen",
+    "resolvent._stores",
+    "resolvent._overrides",
+    "resolvent._startup",
+    "resolvent._toposort",
+    "resolvent._state",
+    "resolvent._outcomes",
+)
 
 
 def _fresh(code: str, cwd: Path) -> str:
@@ -80,6 +92,23 @@ def test_import_leaves_feature_modules_unloaded(tmp_path: Path) -> None:
     )
     found = _fresh(code, tmp_path)
     assert found == "[]", f"imported by `import resolvent`: {found}"
+
+
+def test_import_leaves_the_packages_feature_modules_unloaded(tmp_path: Path) -> None:
+    code = f"import sys, resolvent; print(sorted(m for m in {_LAZY_OWN!r} if m in sys.modules))"
+    found = _fresh(code, tmp_path)
+    assert found == "[]", f"loaded by `import resolvent`, before anything needs them: {found}"
+
+
+def test_a_lazy_public_name_is_the_object_its_module_defines(tmp_path: Path) -> None:
+    code = (
+        "import resolvent, resolvent._stores.memory as m, resolvent._stores.opener as o; "
+        "from resolvent import MemoryStore, open_store, StateKey, SqliteStore; "
+        "import resolvent._stores as s, resolvent._stores.sqlite as q; "
+        "print(MemoryStore is m.MemoryStore and open_store is o.open_store "
+        "and StateKey is s.StateKey and SqliteStore is q.SqliteStore)"
+    )
+    assert _fresh(code, tmp_path) == "True"
 
 
 # `import resolvent` defines its record classes without @dataclass, which compiles
