@@ -6,8 +6,10 @@ update is lost between processes.
 """
 
 import os
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -77,3 +79,51 @@ async def test_processes_racing_on_one_handle_lose_no_edit(store_url: str) -> No
                     proc.kill()
                     proc.wait()
         assert await container.run(read, counter=handle) == PROCESSES * EDITS
+
+
+OPENER = Path(__file__).with_name("state_open_worker.py")
+
+
+def test_processes_opening_one_new_sqlite_file_at_once_all_open_it(tmp_path: Path) -> None:
+    # Worker processes of one server start together on a file that does not exist yet.
+    # While one of them holds the new file's write lock (still in rollback-journal mode,
+    # creating the schema), another's switch to WAL fails at once with "database is
+    # locked", past the busy timeout; every store must wait for it and open.
+    path = tmp_path / "new.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(OPENER), str(path), backend],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for backend in ["asyncio", "trio"] * (PROCESSES // 2)
+    ]
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        for proc in procs:  # imported: the opens below start together
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        holder.execute("BEGIN IMMEDIATE")  # the new file's write lock, in rollback mode
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        # Not a timed assertion: the lock goes after the opens have begun (well within
+        # their 10 s busy timeout), whatever the machine's load.
+        time.sleep(1)
+        holder.execute("COMMIT")
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            assert (proc.returncode, out.strip()) == (0, "opened"), err
+    finally:
+        holder.close()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert conn.execute("SELECT count(*) FROM resolvent_state").fetchone() == (PROCESSES,)

@@ -18,7 +18,8 @@ __all__ = ("SqliteStore",)
 
 T = TypeVar("T")
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS resolvent_state (
     kind TEXT NOT NULL,
     owner TEXT NOT NULL,
@@ -29,11 +30,19 @@ CREATE TABLE IF NOT EXISTS resolvent_state (
     lease TEXT NOT NULL DEFAULT '',
     lease_until REAL NOT NULL DEFAULT 0,
     PRIMARY KEY (kind, owner, handle)
-);
-CREATE INDEX IF NOT EXISTS resolvent_state_expires ON resolvent_state (expires);
-"""
+)""",
+    "CREATE INDEX IF NOT EXISTS resolvent_state_expires ON resolvent_state (expires)",
+)
 _WHERE = "kind = ? AND owner = ? AND handle = ?"
 _BUSY: Any = object()
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether *exc* is SQLITE_BUSY or SQLITE_LOCKED (another connection's lock)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # not set on errors raised by this module
+        return "locked" in str(exc) or "busy" in str(exc)
+    return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 class SqliteStore:
@@ -92,9 +101,15 @@ class SqliteStore:
             await anyio.to_thread.run_sync(store._setup)
         except sqlite3.Error as exc:
             await store.aclose()
+            fix = (
+                f"another connection kept the file locked past busy_timeout={busy_timeout}; "
+                "raise it, or find the process that holds the lock"
+                if isinstance(exc, sqlite3.OperationalError) and _busy(exc)
+                else "check that the directory exists and is writable"
+            )
             raise ResolventError(
-                f"cannot open the SQLite state store at {path!r}: {exc}.\n"
-                "  fix: check that the directory exists and is writable"
+                f"SqliteStore.open: cannot open the SQLite state store at {path!r}: {exc}.\n"
+                f"  fix: {fix}"
             ) from exc
         store._sweeper = threading.Thread(
             target=store._sweep_loop, name="resolvent-sqlite-sweep", daemon=True
@@ -119,10 +134,39 @@ class SqliteStore:
     def _setup(self) -> None:
         conn = self._connect()
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
+            # Several workers may open one new file at once. Switching it to WAL fails
+            # at once with SQLITE_BUSY, without the busy timeout, while another process
+            # holds a write lock on it (creating the schema before its own switch took
+            # effect), so the setup itself waits and tries again within *busy_timeout*.
+            deadline = time.monotonic() + self._busy_timeout
+            pause = 0.005
+            while True:
+                try:
+                    self._create_schema(conn)
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not _busy(exc) or time.monotonic() + pause > deadline:
+                        raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
         finally:
             self._pool.put(conn)
+
+    @staticmethod
+    def _create_schema(conn: sqlite3.Connection) -> None:
+        mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower()
+        if mode not in ("wal", "memory"):  # not switched: another connection held it
+            raise sqlite3.OperationalError(f"database is locked (journal mode {mode}, not wal)")
+        # One write transaction taken up front (BEGIN IMMEDIATE waits for the busy
+        # timeout); a read upgraded to a write could fail at once with SQLITE_BUSY.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def _with(self, fn: Callable[..., T], *args: Any) -> T:
         try:
