@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parent.parent / "src"
-PACKAGE = "resolvent"
+from package_imports import PACKAGE, imports_of, modules, trees
+
 INTERFACE = f"{PACKAGE}._integration"
 
 # The bench family counts as core: it builds its floors from the code generator's own
@@ -36,17 +36,6 @@ EXCEPTIONS = {
 }
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted((SRC / PACKAGE).rglob("*.py"))}
-
-
 def is_integration(name: str) -> bool:
     return (
         name == f"{PACKAGE}.mcp"
@@ -65,31 +54,6 @@ def is_core(name: str) -> bool:
     """A private module of the core (the interface and the integrations are not)."""
     private = any(part.startswith("_") for part in name.split(".")[1:])
     return private and name != INTERFACE and not is_integration(name)
-
-
-def imported(name: str, tree: ast.AST, is_package: bool, known: set[str]) -> set[str]:
-    """The package's modules *name* imports, anywhere in the file (as `test_layout` reads)."""
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".")
-                base = base[: len(base) - node.level + (1 if is_package else 0)]
-                module = ".".join([*base, *(node.module.split(".") if node.module else [])])
-            else:
-                module = node.module or ""
-            subs = [f"{module}.{alias.name}" for alias in node.names]
-            targets = [s if s in known else module for s in subs]
-        else:
-            continue
-        for target in targets:
-            while target and target not in known:
-                target = target.rpartition(".")[0]
-            if target and target != name and target.startswith(PACKAGE):
-                found.add(target)
-    return found
 
 
 def private_attributes(tree: ast.AST) -> set[str]:
@@ -128,13 +92,6 @@ def reads_of(tree: ast.AST, names: set[str]) -> list[tuple[int, str]]:
     return found
 
 
-def trees() -> dict[str, tuple[ast.AST, bool]]:
-    return {
-        name: (ast.parse(path.read_text(encoding="utf-8")), path.name == "__init__.py")
-        for name, path in modules().items()
-    }
-
-
 def test_the_integrations_are_found() -> None:
     found = {n for n in modules() if is_integration(n)}
     assert {f"{PACKAGE}.mcp._tool", f"{PACKAGE}.starlette", f"{PACKAGE}.testing"} <= found
@@ -149,7 +106,7 @@ def test_integrations_import_only_the_package_and_the_interface() -> None:
         if not is_integration(name):
             continue
         allowed = EXCEPTIONS.get(name, set())
-        for target in sorted(imported(name, tree, is_package, known)):
+        for target in sorted(imports_of(name, tree, is_package, known)):
             if is_core(target) and target not in allowed:
                 wrong.append(f"{name} imports {target}")
     assert not wrong, (
@@ -197,6 +154,6 @@ def test_a_private_read_is_found(source: str, flagged: list[str]) -> None:
 def test_a_private_import_is_found(tmp_path: Path) -> None:
     known = {PACKAGE, INTERFACE, f"{PACKAGE}._plan", f"{PACKAGE}.mcp", f"{PACKAGE}.mcp._tool"}
     tree = ast.parse("from .._plan import Plan\nfrom .. import Container\n")
-    found = imported(f"{PACKAGE}.mcp._tool", tree, False, known)
+    found = imports_of(f"{PACKAGE}.mcp._tool", tree, False, known)
     assert found == {f"{PACKAGE}._plan", PACKAGE}
     assert is_core(f"{PACKAGE}._plan") and not is_core(PACKAGE) and not is_core(INTERFACE)
