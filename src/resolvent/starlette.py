@@ -87,6 +87,16 @@ def _values(connection: HTTPConnection) -> dict[Any, Any]:
     return {WebSocket if isinstance(connection, WebSocket) else Request: connection}
 
 
+def _request_calls(connection: HTTPConnection) -> dict[Container, Call]:
+    """The CALL scopes open in this request, by container: kept in its ASGI scope, one
+    dict per request, which Starlette's routers and mounts update in place."""
+    scope = connection.scope
+    calls: dict[Container, Call] | None = scope.get(_CALLS)
+    if calls is None:
+        calls = scope[_CALLS] = {}
+    return calls
+
+
 def _call_opener(container: Container) -> Callable[[HTTPConnection], AsyncGenerator[Call, None]]:
     """``open_call(connection)``: the request's CALL scope on *container* for the length
     of a block (a Starlette request and its response, a WebSocket connection), or the
@@ -94,15 +104,11 @@ def _call_opener(container: Container) -> Callable[[HTTPConnection], AsyncGenera
     """
 
     async def open_call(connection: HTTPConnection) -> AsyncGenerator[Call, None]:
-        scope = connection.scope
-        calls: dict[Container, Call] | None = scope.get(_CALLS)
-        if calls is None:
-            calls = scope[_CALLS] = {}
-        else:
-            call = calls.get(container)
-            if call is not None:  # entered already in this request: its opener closes it
-                yield call
-                return
+        calls = _request_calls(connection)
+        call = calls.get(container)
+        if call is not None:  # entered already in this request: its opener closes it
+            yield call
+            return
         async with container.call(values=_values(connection)) as call:
             calls[container] = call
             try:
@@ -125,15 +131,11 @@ async def _held_call(container: Container, connection: HTTPConnection) -> Call |
     that uses it resolve in one CALL scope. No dependency of resolvent's own: solving one
     with ``yield`` costs FastAPI more per request than the whole resolution.
     """
-    scope = connection.scope
-    calls: dict[Container, Call] | None = scope.get(_CALLS)
-    if calls is None:
-        calls = scope[_CALLS] = {}
-    else:
-        call = calls.get(container)
-        if call is not None:
-            return call
-    stack = scope.get(_REQUEST_STACK)
+    calls = _request_calls(connection)
+    call = calls.get(container)
+    if call is not None:
+        return call
+    stack = connection.scope.get(_REQUEST_STACK)
     if not isinstance(stack, AsyncExitStack):
         return None
     call = container.call(values=_values(connection))
