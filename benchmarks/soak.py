@@ -104,7 +104,7 @@ async def soak(resolutions: int, *, warmup: int = 5 * BATCH) -> dict[str, Any]:
     """Run *resolutions* after *warmup*; return the figures."""
     from mcp.client import Client
 
-    from resolvent.mcp._tool import _tables
+    from resolvent.mcp._sessions import _tables
 
     gauges = Gauges()
     container, server, handler = build(gauges)

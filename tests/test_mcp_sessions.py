@@ -13,8 +13,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_helpers import client, text
 from resolvent import Container, Resolve, Scope
 from resolvent.mcp import inject
-from resolvent.mcp._sessions import SessionTable, connection_of
-from resolvent.mcp._tool import _tables
+from resolvent.mcp._sessions import SessionTable, _tables, connection_of
 
 
 def table_of(container: Container) -> SessionTable:
@@ -165,7 +164,7 @@ async def test_tools_without_session_values_touch_no_session(mode: str) -> None:
     server, container = build([], session_key=lambda ctx: "k")
     async with client(server, mode) as c:
         await c.call_tool("conn_probe", {})
-        from resolvent.mcp._tool import _tables
+        from resolvent.mcp._sessions import _tables
 
         assert not _tables[container].entries
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from typing import Any
@@ -29,7 +30,7 @@ from mcp.server.mcpserver import Context
 from .. import Container, Session
 from .._integration import spawn_home
 
-__all__ = ("SessionTable", "connection_of")
+__all__ = ("SessionTable", "close_entries", "connection_of", "table_for")
 
 logger = logging.getLogger("resolvent.mcp")
 
@@ -171,3 +172,22 @@ async def close_entries(entries: Iterable[_Entry]) -> None:
             await entry.session.aclose()
         except Exception:
             logger.exception("resolvent.mcp: closing a SESSION scope failed")
+
+
+_DEFAULT_MAX_SESSIONS = 1024
+_DEFAULT_IDLE_TIMEOUT = 3600.0
+_tables: weakref.WeakKeyDictionary[Container, SessionTable] = weakref.WeakKeyDictionary()
+
+
+def table_for(container: Container, max_sessions: int | None, idle: float | None) -> SessionTable:
+    """*container*'s one table of keyed SESSION scopes, its bounds updated when given."""
+    table = _tables.get(container)
+    if table is None:
+        table = _tables[container] = SessionTable(
+            container, _DEFAULT_MAX_SESSIONS, _DEFAULT_IDLE_TIMEOUT
+        )
+    if max_sessions is not None:
+        table.max_sessions = max_sessions
+    if idle is not None:
+        table.idle_timeout = idle
+    return table

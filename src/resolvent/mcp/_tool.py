@@ -10,6 +10,9 @@ the plan needs the request), compiles the dependency graph once, and on every
 3. answers questions over the negotiated transport: a standalone server-to-client
    request (protocol <= 2025-11-25), or an ``InputRequiredResult`` round (2026-07-28+);
 4. maps resolvent's errors onto the SDK's (`ToolError`, ``MCPError`` -32021).
+
+It owns the wrapper and its per-call path; it never words an error (`_errors`) or carries a
+question to the client itself (`_asking`).
 """
 
 # The adapter is part of resolvent: its hot path starts a compiled plan directly, as
@@ -21,24 +24,12 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-import weakref
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import InvalidSignature as SdkInvalidSignature
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.server.mcpserver.resolve import Resolve as SdkResolve
-from mcp.server.mcpserver.resolve import (
-    build_resolver_plans,
-    find_resolved_parameters,
-    returns_input_required,
-)
-from mcp.shared.exceptions import MCPError
-from mcp.shared.message import ServerMessageMetadata
-from mcp_types.version import is_version_at_least
-from pydantic import ValidationError
+from mcp.server.mcpserver.resolve import returns_input_required
 
 from .. import (
     Container,
@@ -53,80 +44,35 @@ from .. import (
 from .._integration import (
     AnswerTimeout,
     CallTimeout,
-    Outcome,
-    Step,
     app_scope,
     argument_parameters,
     check_scopes,
     current_plan,
     is_cold,
-    lenient_hints,
     on_hot,
     override_state,
     ready_table,
     shown_hints,
 )
-from ._guard import INJECTED
-from ._sessions import SessionTable, close_entries, connection_of
-from ._wire import (
-    MALFORMED,
-    NO_CONTENT,
-    SCHEMA_MISMATCH,
-    parse_result,
-    render,
-    require_capability,
-    result_type,
+from ._asking import ask_over_back_channel, input_required, uses_input_required
+from ._errors import (
+    TWO_FLOWS,
+    McpInvalidSignature,
+    as_mcp_error,
+    refusal,
+    sdk_answer_text,
+    state_refusal,
+    uses_sdk_markers,
 )
+from ._guard import INJECTED
+from ._sessions import SessionTable, close_entries, connection_of, table_for
 
 __all__ = ("inject",)
 
-
-class McpInvalidSignature(InvalidSignature, SdkInvalidSignature):
-    """An injected MCP handler cannot be compiled: catchable as either library's error.
-
-    Code written against the SDK's resolvers catches the SDK's ``InvalidSignature``;
-    resolvent code catches its own. Under `inject` both work.
-    """
-
-
-_TWO_FLOWS = (
-    "a call has one input_required channel, so the multi-round flow is driven either by "
-    "resolvers or by the tool body, not both"
-)
-
 F = TypeVar("F", bound=Callable[..., Any])
 
-_INPUT_REQUIRED_VERSION = "2026-07-28"
-_DEFAULT_MAX_SESSIONS = 1024
-_DEFAULT_IDLE_TIMEOUT = 3600.0
 _CONTEXT_NAMES = ("ctx", "context", "mcp_context", "resolvent_context")
-
-_tables: weakref.WeakKeyDictionary[Container, SessionTable] = weakref.WeakKeyDictionary()
 _NO_VALUES: dict[Any, Any] = {}  # read only: a plan that takes no Context reads no values
-_modern: dict[str | None, bool] = {}
-
-
-def _uses_input_required(version: str | None) -> bool:
-    """True when this request's protocol carries questions in ``InputRequiredResult``."""
-    found = _modern.get(version)
-    if found is None:
-        found = version is not None and is_version_at_least(version, _INPUT_REQUIRED_VERSION)
-        if len(_modern) < 64:
-            _modern[version] = found
-    return found
-
-
-def _table(container: Container, max_sessions: int | None, idle: float | None) -> SessionTable:
-    table = _tables.get(container)
-    if table is None:
-        table = _tables[container] = SessionTable(
-            container, _DEFAULT_MAX_SESSIONS, _DEFAULT_IDLE_TIMEOUT
-        )
-    if max_sessions is not None:
-        table.max_sessions = max_sessions
-    if idle is not None:
-        table.idle_timeout = idle
-    return table
 
 
 def inject(
@@ -172,7 +118,7 @@ def inject(
         InvalidSignature: the dependency graph cannot be compiled (at decoration).
     """
     container.add_value_type(Context)
-    table = _table(container, max_sessions, session_idle_timeout)
+    table = table_for(container, max_sessions, session_idle_timeout)
 
     def decorate(fn: F) -> F:
         return typing.cast(F, _Tool(container, table, session_key, fn).wrapper)
@@ -199,17 +145,17 @@ class _Tool:
         except McpInvalidSignature:
             raise
         except InvalidSignature as exc:
-            raise _as_mcp_error(exc, fn) from exc.__cause__
+            raise as_mcp_error(exc, fn) from exc.__cause__
         if plan.steps and returns_input_required(fn):
             raise McpInvalidSignature(
                 f"Tool {getattr(fn, '__name__', plan.name)!r} ({plan.name}) combines "
-                f"Resolve(...) parameters with an InputRequiredResult return; {_TWO_FLOWS}."
+                f"Resolve(...) parameters with an InputRequiredResult return; {TWO_FLOWS}."
                 "\n  fix: ask through resolvers (Elicit, Sample, ListRoots), or return "
                 "InputRequiredResult yourself from a tool without resolvers"
             )
         self.plan = plan
         # Written for the SDK's resolvers: the client sees the SDK's words for its errors.
-        self.sdk_wording = _uses_sdk_markers(fn)
+        self.sdk_wording = uses_sdk_markers(fn)
         self._flags(plan)
         self.ctx_name = _context_name(plan)
         self.ctx_declared = self.ctx_name in {i.name for i in plan.inputs}
@@ -275,7 +221,7 @@ class _Tool:
                     None, body,
                 )  # fmt: skip
             except StateError as exc:
-                raise _state_refusal(ctx, tool.plan, exc) from None
+                raise state_refusal(ctx, tool.plan, exc) from None
             if isinstance(result, own_flow):
                 return tool._own_result(result)
             return result
@@ -313,17 +259,17 @@ class _Tool:
                     kwargs, {Context: ctx}, None, app_scope(container), None, self.fn
                 )
             except StateError as exc:
-                raise _state_refusal(ctx, plan, exc) from None
+                raise state_refusal(ctx, plan, exc) from None
             return self._own_result(result)
         if ctx is None:  # needs nothing from the request: no questions, no SESSION
             call = container.call()
             try:
                 return await self._run_call(call, ctx, plan, kwargs, False)
             except CallTimeout as exc:
-                raise _refusal(ctx, exc.brief) from None
+                raise refusal(ctx, exc.brief) from None
             except StateError as exc:
-                raise _state_refusal(ctx, plan, exc) from None
-        modern = _uses_input_required(ctx.protocol_version)
+                raise state_refusal(ctx, plan, exc) from None
+        modern = uses_input_required(ctx.protocol_version)
         rounds = modern and self.asks
         answers: dict[str, Any] | None = None
         state: str | None = None
@@ -347,18 +293,18 @@ class _Tool:
                     f"Resolver for parameter {exc.parameter!r} could not resolve: "
                     f"elicitation was {exc.action}"
                 )
-                raise _refusal(ctx, text) from None
-            raise _refusal(ctx, str(exc)) from None
+                raise refusal(ctx, text) from None
+            raise refusal(ctx, str(exc)) from None
         except InvalidAnswer as exc:
             if self.sdk_wording and exc.resolver is not None:
-                raise _refusal(ctx, _sdk_answer_text(exc, exc.resolver, modern)) from None
-            raise _refusal(ctx, str(exc)) from None
+                raise refusal(ctx, sdk_answer_text(exc, exc.resolver, modern)) from None
+            raise refusal(ctx, str(exc)) from None
         except (CallTimeout, AnswerTimeout) as exc:
             # Expected, not a crash: the client reads what ran out of time and the bound,
             # the server logs one line (a traceback per timed-out call costs real CPU).
-            raise _refusal(ctx, exc.brief) from None
+            raise refusal(ctx, exc.brief) from None
         except StateError as exc:
-            raise _state_refusal(ctx, plan, exc) from None
+            raise state_refusal(ctx, plan, exc) from None
 
     async def _run_in_session(
         self,
@@ -402,7 +348,7 @@ class _Tool:
         modern: bool,
     ) -> Any:
         if self.asks and not modern and ctx is not None:
-            call.answerer = functools.partial(_ask_over_back_channel, ctx)
+            call.answerer = functools.partial(ask_over_back_channel, ctx)
         async with call:
             try:
                 # A sync handler runs in a worker thread (unless marked `inline`), as
@@ -411,7 +357,7 @@ class _Tool:
             except InputRequired as pending:
                 # Not a failure: this round ends cleanly and its resources close normally.
                 assert ctx is not None  # a plan that asks always takes the Context
-                return _input_required(ctx, pending)
+                return input_required(ctx, pending)
 
     def _own_result(self, result: Any) -> Any:
         """*result* of the tool body, refused when it takes over the resolvers' rounds."""
@@ -420,89 +366,9 @@ class _Tool:
             # without declaring it: an authoring bug, so a crash, as the SDK has it.
             raise RuntimeError(
                 f"{self.plan.name} returned an InputRequiredResult but its parameters use "
-                f"resolvers; {_TWO_FLOWS}"
+                f"resolvers; {TWO_FLOWS}"
             )
         return result
-
-
-def _as_mcp_error(exc: InvalidSignature, fn: Callable[..., Any]) -> McpInvalidSignature:
-    """*exc* as an error the SDK's ``except InvalidSignature`` catches too.
-
-    For a tool written against the SDK's markers, the SDK's own verdict on *fn* heads the
-    message (so code and tests matching the SDK's wording keep working) and resolvent's
-    path and fix follow it.
-    """
-    message = str(exc)
-    headline = _sdk_verdict(fn) if _uses_sdk_markers(fn) else None
-    if headline is not None:
-        message = f"{headline}\n  {message}"
-    error = McpInvalidSignature(message, path=exc.path, offending=exc.offending)
-    if hasattr(exc, "__notes__"):
-        error.__notes__ = list(exc.__notes__)
-    return error
-
-
-def _sdk_verdict(fn: Callable[..., Any]) -> str | None:
-    """What the SDK's own registration says is wrong with *fn*'s resolvers, if anything."""
-    try:
-        resolved = find_resolved_parameters(fn)
-        arguments = set(inspect.signature(fn).parameters) - set(resolved)
-        build_resolver_plans(resolved, arguments)
-    except SdkInvalidSignature as exc:
-        return str(exc)
-    except Exception:  # what the SDK cannot even read, resolvent has already explained
-        return None
-    return None
-
-
-def _uses_sdk_markers(fn: Callable[..., Any]) -> bool:
-    """True when a parameter of *fn* carries the SDK's own ``Resolve`` marker (anywhere)."""
-    return any(_has_sdk_marker(hint) for hint in _hints(fn).values())
-
-
-def _has_sdk_marker(hint: Any) -> bool:
-    if typing.get_origin(hint) is typing.Annotated:
-        if any(isinstance(meta, SdkResolve) for meta in hint.__metadata__):
-            return True
-        hint = hint.__origin__
-    return any(_has_sdk_marker(arg) for arg in typing.get_args(hint))
-
-
-def _sdk_answer_text(exc: InvalidAnswer, resolver: str, modern: bool) -> str:
-    """A bad answer worded as the SDK's resolvers word it, naming the resolver's key."""
-    detail = exc.detail
-    if modern and detail.startswith("received "):
-        return f"Resolver {resolver!r} {detail}"
-    if not modern and detail in (NO_CONTENT, SCHEMA_MISMATCH):
-        # The SDK's standalone request reports the SDK's own ValueError text here.
-        detail = detail[0].upper() + detail[1:]
-    return f"Resolver {resolver!r}: {detail}"
-
-
-def _refusal(ctx: Context[Any, Any] | None, text: str) -> Exception:
-    """The error whose *text* the SDK shows the client for this kind of request."""
-    if ctx is None:  # called outside a request (MCPServer.call_tool() directly)
-        return ToolError(text)
-    method = ctx.request_context.method
-    if method == "prompts/get":  # the SDK hides every prompt failure but MCPError
-        return MCPError(code=types.INVALID_PARAMS, message=text)
-    if method == "resources/read":
-        return ResourceError(text)
-    return ToolError(text)
-
-
-def _state_refusal(ctx: Context[Any, Any] | None, plan: Plan, exc: StateError) -> Exception:
-    """A state handle not found (or a conflict) as an error the client reads; one log line."""
-    import logging
-
-    logging.getLogger("resolvent").info("resolvent: %s: %s", plan.name, str(exc).split("\n")[0])
-    return _refusal(ctx, str(exc))
-
-
-def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    """*fn*'s annotations, each read on its own (a name imported only under
-    TYPE_CHECKING does not stop the others); the core says what it needs of them."""
-    return lenient_hints(fn)[0]
 
 
 def _context_name(plan: Plan) -> str:
@@ -515,33 +381,3 @@ def _context_name(plan: Plan) -> str:
         if name not in taken:
             return name
     raise McpInvalidSignature(f"{plan.name}: no free parameter name for the MCP Context")
-
-
-async def _ask_over_back_channel(ctx: Context[Any, Any], step: Step, question: Any) -> Outcome:
-    """Ask *question* with a standalone server-to-client request (<= 2025-11-25)."""
-    session = ctx.session
-    if session.can_send_request:
-        require_capability(ctx, question, step.wire_key)
-    try:
-        result = await session.send_request(
-            render(question),
-            result_type(question),
-            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
-        )
-    except ValidationError:
-        malformed = InvalidAnswer("the client sent a malformed answer", detail=MALFORMED)
-        raise InvalidAnswer.at(step.name, step.wire_key, malformed, step.param) from None
-    raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-    try:
-        return parse_result(question, raw)
-    except InvalidAnswer as exc:
-        raise InvalidAnswer.at(step.name, step.wire_key, exc, step.param) from None
-
-
-def _input_required(ctx: Context[Any, Any], pending: InputRequired) -> types.InputRequiredResult:
-    """Batch this round's questions into one ``InputRequiredResult`` (2026-07-28+)."""
-    requests: dict[str, types.InputRequest] = {}
-    for key, question in pending.questions.items():
-        require_capability(ctx, question, key)
-        requests[key] = render(question)
-    return types.InputRequiredResult(input_requests=requests, request_state=pending.state)

@@ -7,7 +7,8 @@ Importing this module registers, once:
   annotated with them receives SDK objects;
 - the SDK's ``Resolve`` marker, so tools written for the SDK's resolvers work unchanged.
 
-Everything here renders or checks one question; transports live in `_tool`.
+Everything here renders or checks one question; carrying it to the client lives in
+`_asking`.
 """
 
 from __future__ import annotations
