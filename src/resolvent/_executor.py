@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._cache import LiveScope
 from ._errors import CallTimeout
-from ._interpreter import interpret, run_concurrently, run_step
+from ._interpreter import interpret, interpret_alone, run_concurrently, run_step
 from ._plan import Step, direct_shape
 from ._questions import Asker
 from ._rounds import Rounds
@@ -69,6 +69,7 @@ def cold_runner(plan_ref: list[Any]) -> Callable[..., Coroutine[Any, Any, Any]]:
     runs the same code as ever.
     """
     calls = 0
+    alone: bool | None = None  # whether no step may ask (see `interpret_alone`)
 
     async def run(
         args: dict[str, Any],
@@ -78,12 +79,17 @@ def cold_runner(plan_ref: list[Any]) -> Callable[..., Coroutine[Any, Any, Any]]:
         session: LiveScope | None,
         body: Callable[..., Any],
     ) -> Any:
-        nonlocal calls
+        nonlocal calls, alone
         plan = plan_ref[0]
         if call is not None or calls >= HOT_AFTER:
             return await plan.heat()(args, values, call, app, session, body)
         calls += 1
-        kwargs = await interpret(plan, _NoCall(), args, values, app, session, concurrent=False)
+        if alone is None:
+            alone = not any(s.may_ask for s in plan.steps)
+        if alone:
+            kwargs = await interpret_alone(plan, args, values, app, session)
+        else:
+            kwargs = await interpret(plan, _NoCall(), args, values, app, session, concurrent=False)
         ret = body(**args, **kwargs)
         return (await ret) if plan.fn_is_async else ret
 

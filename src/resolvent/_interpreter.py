@@ -28,7 +28,7 @@ from ._threads import in_thread
 if TYPE_CHECKING:
     from ._plan import Input, Plan, Step
 
-__all__ = ("interpret", "run_concurrently", "run_step")
+__all__ = ("interpret", "interpret_alone", "run_concurrently", "run_step")
 
 PENDING: Any = object()
 
@@ -167,6 +167,45 @@ async def _interpret(
                 raise error from exc
     if call.rounds is not None:
         call.rounds.raise_if_pending()
+    kwargs = _kwargs(plan.inputs, vals, args, values, plan.name)
+    assert kwargs is not None
+    return kwargs
+
+
+async def interpret_alone(
+    plan: Plan,
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    app: LiveScope | None,
+    session: LiveScope | None,
+) -> dict[str, Any]:
+    """`interpret` for a resolution nobody shares (no call scope, no concurrency) of a plan
+    whose steps never ask and whose CALL steps are plain functions, on the loop: each
+    value is made here, so there is nothing to claim from another resolution or to
+    memoize beyond the plan's own list of values. What a cold plan's first calls run."""
+    vals: list[Any] = [MISSING] * len(plan.steps)
+    for step in plan.steps:
+        try:
+            kwargs = _kwargs(step.inputs, vals, args, values, step.name)
+            assert kwargs is not None  # nothing pending: no step asks
+            scope = step.scope
+            if scope is Scope.CALL:
+                if step.kind is Kind.ASYNC:
+                    value = await step.fn(**kwargs)
+                else:  # a sync function run inline (`cold_shape`: no thread, no resource)
+                    value = step.fn(**kwargs)
+            else:
+                live = app if scope is Scope.APP else session
+                assert live is not None
+                value = live.cache.get(step.key, MISSING)
+                if value is MISSING:
+                    value = await live.create(step, step.key, functools.partial(step.fn, **kwargs))
+        except BaseException as exc:
+            error = explain(exc, plan, step.index, args, values)
+            if error is exc:
+                raise
+            raise error from exc
+        vals[step.index] = value
     kwargs = _kwargs(plan.inputs, vals, args, values, plan.name)
     assert kwargs is not None
     return kwargs
