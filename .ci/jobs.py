@@ -28,6 +28,9 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from dev import find_python  # noqa: E402  (one interpreter finder for dev.py and CI)
+
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 JOBS = ROOT / ".venv-ci"
 PYTEST = ("-m", "pytest", "-p", "no:cacheprovider", "-q", "-ra")
@@ -89,18 +92,6 @@ def env_without_source() -> dict[str, str]:
 # ------------------------------------------------------------------ interpreters
 
 
-def version_of(python: str | Path) -> tuple[int, int] | None:
-    try:
-        out = subprocess.run(
-            [str(python), "-c", "import sys; print(*sys.version_info[:2])"],
-            capture_output=True, text=True, timeout=60, check=True,
-        ).stdout  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return None
-    major, minor = out.split()
-    return int(major), int(minor)
-
-
 def declared_pythons() -> list[str]:
     """The CPython versions pyproject's classifiers declare, oldest first."""
     found = []
@@ -109,31 +100,6 @@ def declared_pythons() -> list[str]:
         if match:
             found.append(match[1])
     return sorted(found, key=lambda v: int(v.split(".")[1]))
-
-
-def find_python(version: str) -> str | None:
-    """An interpreter of *version* (like "3.12"): pythonX.Y on PATH, else pyenv's."""
-    wanted = tuple(map(int, version.split(".")))
-    candidates: list[str] = []
-    on_path = shutil.which(f"python{version}")
-    if on_path:
-        candidates.append(on_path)
-    pyenv = shutil.which("pyenv")
-    if pyenv:
-        try:
-            root = subprocess.run([pyenv, "root"], capture_output=True, text=True,
-                                  timeout=60, check=True).stdout.strip()  # fmt: skip
-            bare = subprocess.run([pyenv, "versions", "--bare"], capture_output=True,
-                                  text=True, timeout=60, check=True).stdout.split()  # fmt: skip
-        except (OSError, subprocess.SubprocessError):
-            root, bare = "", []
-        mine = [v for v in bare if re.fullmatch(rf"{re.escape(version)}\.\d+", v)]
-        for v in sorted(mine, key=lambda v: int(v.rsplit(".", 1)[1]), reverse=True):
-            candidates.append(str(Path(root) / "versions" / v / "bin" / f"python{version}"))
-    for candidate in candidates:
-        if version_of(candidate) == wanted:
-            return candidate
-    return None
 
 
 # ------------------------------------------------------------------ jobs
