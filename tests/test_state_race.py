@@ -6,6 +6,7 @@ update is lost between processes.
 """
 
 import os
+import selectors
 import sqlite3
 import subprocess
 import sys
@@ -24,6 +25,17 @@ pytestmark = pytest.mark.network
 WORKER = Path(__file__).with_name("state_race_worker.py")
 ROOT = Path(__file__).resolve().parent.parent
 PROCESSES, EDITS = 4, 25
+
+
+def line_of(proc: "subprocess.Popen[str]", within: float = 120) -> str:
+    """The worker's next line; fails (naming the worker) if none comes *within* seconds,
+    instead of blocking the test until the suite's own timeout on a stuck worker."""
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        if not selector.select(within):
+            pytest.fail(f"worker {proc.args} printed nothing in {within} s")
+    return proc.stdout.readline().strip()
 
 
 class Counter(BaseModel):
@@ -64,14 +76,13 @@ async def test_processes_racing_on_one_handle_lose_no_edit(store_url: str) -> No
         ]
         try:
             for proc in procs:  # every process has its store open before any edits
-                assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+                assert line_of(proc) == "ready"
             for proc in procs:
                 assert proc.stdin is not None
                 proc.stdin.write("go\n")
                 proc.stdin.flush()
             for proc in procs:
-                assert proc.stdout is not None
-                assert proc.stdout.readline().strip() == "done"
+                assert line_of(proc) == "done"
                 assert proc.wait(timeout=120) == 0
         finally:
             for proc in procs:
@@ -105,7 +116,7 @@ def test_processes_opening_one_new_sqlite_file_at_once_all_open_it(tmp_path: Pat
     holder = sqlite3.connect(path, isolation_level=None)
     try:
         for proc in procs:  # imported: the opens below start together
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            assert line_of(proc) == "ready"
         holder.execute("BEGIN IMMEDIATE")  # the new file's write lock, in rollback mode
         for proc in procs:
             assert proc.stdin is not None
