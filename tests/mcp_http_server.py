@@ -54,6 +54,20 @@ def build(
     async def greet(greeting: str, name: Annotated[Name, Resolve(ask_name)]) -> str:
         return f"{greeting} {name.name} (pid {os.getpid()})"
 
+    async def transaction():
+        events.append("transaction open")
+        try:
+            yield "tx"
+        finally:
+            events.append("transaction close")
+
+    @server.tool()
+    @inject(container)
+    async def sign(
+        tx: Annotated[str, Resolve(transaction)], name: Annotated[Name, Resolve(ask_name)]
+    ) -> str:
+        return f"{name.name} signed {tx}"
+
     @server.tool()
     @inject(container, **options)
     async def whoami(who: Annotated[str, Resolve(visitor)]) -> str:

@@ -13,6 +13,7 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp.client import Client
+from mcp.shared.exceptions import MCPError
 
 from mcp_helpers import answering, free_port, run_uvicorn, text, wait_listening
 from mcp_http_server import build
@@ -73,6 +74,33 @@ async def test_modern_http_elicitation_rounds() -> None:
     assert text(result).startswith("Hello Ada")
     assert callback.asked == ["Your name?"]
     assert events.count(f"ask in {os.getpid()}") == 2  # round 1 asks; round 2 runs it again
+
+
+@pytest.mark.parametrize("json_response", [False, True])
+async def test_a_legacy_question_on_a_stateless_server_is_a_clear_error(
+    json_response: bool,
+) -> None:
+    # Stateless HTTP (what several workers behind one port need) has no channel back to
+    # a legacy client mid-call: the error names the resolver and the ways out, the
+    # resource opened before the question closes, and the server goes on serving.
+    events: list[str] = []
+    server = build(events)
+    app = server.streamable_http_app(stateless_http=True, json_response=json_response)
+    with anyio.fail_after(30):
+        async with run_uvicorn(app) as url:
+            callback = answering("accept", {"name": "Ada"})
+            async with Client(url, mode="legacy", elicitation_callback=callback) as c:
+                with pytest.raises(MCPError) as caught:
+                    await c.call_tool("sign", {})
+                assert text(await c.call_tool("whoami", {})).startswith("visitor-")
+            async with Client(url, mode="2026-07-28", elicitation_callback=callback) as c:
+                assert text(await c.call_tool("sign", {})) == "Ada signed tx"
+    message = caught.value.error.message
+    assert caught.value.error.code == types.INVALID_REQUEST
+    assert "ask_name (for parameter 'name') asks the client ('elicitation/create')" in message
+    assert "stateful HTTP" in message and "2026-07-28" in message
+    assert callback.asked == ["Your name?"]  # only the 2026-07-28 client was asked
+    assert events.count("transaction open") == events.count("transaction close") >= 2
 
 
 async def test_two_stateless_processes_serve_the_rounds_of_one_call() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import is_version_at_least
 from pydantic import ValidationError
@@ -37,8 +38,9 @@ def uses_input_required(version: str | None) -> bool:
 async def ask_over_back_channel(ctx: Context[Any, Any], step: Step, question: Any) -> Outcome:
     """Ask *question* with a standalone server-to-client request (<= 2025-11-25)."""
     session = ctx.session
-    if session.can_send_request:
-        require_capability(ctx, question, step.wire_key)
+    if not session.can_send_request:
+        raise _no_back_channel(step, render(question).method)
+    require_capability(ctx, question, step.wire_key)
     try:
         result = await session.send_request(
             render(question),
@@ -53,6 +55,23 @@ async def ask_over_back_channel(ctx: Context[Any, Any], step: Step, question: An
         return parse_result(question, raw)
     except InvalidAnswer as exc:
         raise InvalidAnswer.at(step.name, step.wire_key, exc, step.param) from None
+
+
+def _no_back_channel(step: Step, method: str) -> MCPError:
+    """The SDK's error for a request with no channel to the client (its code), saying
+    which resolver asked and how to serve it."""
+    where = f"{step.name} (for parameter {step.param!r})"
+    return MCPError(
+        code=types.INVALID_REQUEST,
+        message=(
+            f"{where} asks the client ({method!r}), but this request has no channel back to "
+            "it: a client on a protocol before 2026-07-28 can only be asked over stateful "
+            "streamable HTTP with SSE responses, stdio or SSE, and this server answers "
+            "statelessly or in JSON. Serve stateful HTTP (behind a load balancer, with sticky "
+            "sessions), or use a client on 2026-07-28, whose multi-round calls need no "
+            "back channel and may land on any worker."
+        ),
+    )
 
 
 def input_required(ctx: Context[Any, Any], pending: InputRequired) -> types.InputRequiredResult:
