@@ -25,6 +25,7 @@ from examples.cart_server.server import create_server
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from mcp_helpers import MODES, answering, client, free_port, wait_listening
 from state_helpers import valkey_url  # noqa: F401
@@ -87,8 +88,11 @@ async def test_cart_tools_in_memory(mode: str) -> None:
 
 
 @contextmanager
-def cart_servers(store: str, tmp_path: Path, count: int = 2) -> Iterator[list[str]]:
-    """*count* cart server processes on free ports, one store, one request-state key."""
+def cart_servers(
+    store: str, tmp_path: Path, count: int = 2, workers: int = 1
+) -> Iterator[list[str]]:
+    """*count* cart servers on free ports (each with *workers* uvicorn worker processes),
+    one store, one request-state key."""
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"alice-token": "alice", "bob-token": "bob"}))
     env = {
@@ -105,7 +109,11 @@ def cart_servers(store: str, tmp_path: Path, count: int = 2) -> Iterator[list[st
         with log.open("wb") as err:
             procs.append(
                 subprocess.Popen(
-                    [*SERVE, "--port", str(port), "--store", store, "--tokens", str(tokens)],
+                    [
+                        *SERVE,
+                        *("--port", str(port), "--store", store, "--tokens", str(tokens)),
+                        *("--workers", str(workers)),
+                    ],
                     cwd=ROOT,
                     env=env,
                     stdout=subprocess.DEVNULL,
@@ -219,6 +227,54 @@ async def test_a_round_started_on_one_process_finishes_on_the_other(tmp_path: Pa
                 request_state=first.request_state,
             )
         assert structured(done) == {"ordered": {"fig": 3}}
+        assert never.asked == []
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_one_server_with_worker_processes_shares_carts(tmp_path: Path) -> None:
+    # `--workers 3`: uvicorn's worker processes on one port, each with its own container,
+    # built from the environment the command line set; every connection may land on any.
+    store = f"sqlite:///{tmp_path / 'carts.db'}"
+    with cart_servers(store, tmp_path, count=1, workers=3) as (url,), anyio.fail_after(120):
+        await wait_listening(int(url.split(":")[2].split("/")[0]))
+        async with as_user(url, "alice-token", "legacy") as a:
+            handle = structured(await a.call_tool("open_cart", {}))["cart"]
+
+        async def shopper(i: int) -> None:
+            for _ in range(3):  # a new connection for each call
+                async with as_user(url, "alice-token", MODES[i % 2]) as c:
+                    result = await c.call_tool("add_item", {"cart": handle, "item": "pear"})
+                    assert not result.is_error, result.content
+
+        async with anyio.create_task_group() as group:
+            for i in range(6):
+                group.start_soon(shopper, i)
+
+        # The workers serve statelessly: a legacy client cannot be asked mid-call, and
+        # is told so; the cart is untouched.
+        never = answering("cancel")  # declares the capability; the rounds go by hand
+        async with as_user(url, "alice-token", "legacy", elicitation_callback=never) as a:
+            with pytest.raises(MCPError, match="2026-07-28"):
+                await a.call_tool("checkout", {"cart": handle})
+            shown = structured(await a.call_tool("show_cart", {"cart": handle}))
+        assert shown == {"items": {"pear": 18}}
+        async with as_user(url, "alice-token", "2026-07-28", elicitation_callback=never) as a:
+            first = await a.session.call_tool(
+                "checkout", {"cart": handle}, allow_input_required=True
+            )
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.input_requests is not None
+        (key,) = first.input_requests
+        answer = types.ElicitResult(action="accept", content={"confirm": True})
+        async with as_user(url, "alice-token", "2026-07-28", elicitation_callback=never) as b:
+            done = await b.call_tool(
+                "checkout",
+                {"cart": handle},
+                input_responses={key: answer},
+                request_state=first.request_state,
+            )
+        assert structured(done) == {"ordered": {"pear": 18}}
         assert never.asked == []
 
 

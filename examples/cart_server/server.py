@@ -157,18 +157,30 @@ def create_app(
     ttl: float = 3600.0,
     tokens: str | None = None,
     state_key: str | None = None,
+    stateless: bool = False,
 ) -> Any:
-    """The cart server as a streamable-HTTP ASGI app."""
+    """The cart server as a streamable-HTTP ASGI app; *stateless* for worker processes
+    sharing one port, where a client's next request may reach another worker (see
+    `app_from_environment`)."""
     server, _ = create_server(store, ttl=ttl, tokens=tokens, state_key=state_key)
+    if stateless:
+        return server.streamable_http_app(stateless_http=True)
     return server.streamable_http_app(session_idle_timeout=SESSION_IDLE_TIMEOUT)
 
 
 def app_from_environment() -> Any:
     """`create_app` configured by ``CART_STORE``, ``CART_TTL``, ``CART_TOKENS`` and
-    ``CART_STATE_KEY``: the factory each uvicorn worker calls."""
+    ``CART_STATE_KEY``: the factory each uvicorn worker calls.
+
+    Stateless: the workers share one port, so a client's requests land on any of them,
+    and none keeps an MCP session another would need. Every tool works for every client;
+    checkout's question reaches clients on 2026-07-28 (its rounds go to any worker) but
+    not older ones, which need a stateful server to be asked mid-call.
+    """
     return create_app(
         os.environ.get("CART_STORE", "memory:"),
         ttl=float(os.environ.get("CART_TTL", "3600")),
         tokens=os.environ.get("CART_TOKENS") or None,
         state_key=os.environ.get("CART_STATE_KEY") or None,
+        stateless=True,
     )

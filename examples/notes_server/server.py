@@ -131,19 +131,30 @@ def create_server(
     return server, container
 
 
-def create_app(db: str | None = None, *, state_key: str | bytes | None = None) -> Any:
-    """The notes server as a streamable-HTTP ASGI app (for uvicorn, or to mount)."""
+def create_app(
+    db: str | None = None, *, state_key: str | bytes | None = None, stateless: bool = False
+) -> Any:
+    """The notes server as a streamable-HTTP ASGI app (for uvicorn, or to mount);
+    *stateless* for worker processes sharing one port (see `app_from_environment`)."""
     server, _ = create_server(db, state_key=state_key)
+    if stateless:
+        return server.streamable_http_app(stateless_http=True)
     return server.streamable_http_app(session_idle_timeout=SESSION_IDLE_TIMEOUT)
 
 
 def app_from_environment() -> Any:
     """`create_app` configured by ``NOTES_DB`` and ``NOTES_STATE_KEY``: the factory each
     uvicorn worker calls (``uvicorn --factory examples.notes_server.server:app_from_environment``).
+
+    Stateless: the workers share one port, so a client's requests land on any of them,
+    and none keeps an MCP session another would need. Every tool works for every client;
+    delete_note's question reaches clients on 2026-07-28 (its rounds go to any worker) but
+    not older ones, which need a stateful server to be asked mid-call.
     """
     import os
 
-    return create_app(os.environ.get("NOTES_DB"), state_key=os.environ.get("NOTES_STATE_KEY"))
+    db, key = os.environ.get("NOTES_DB"), os.environ.get("NOTES_STATE_KEY")
+    return create_app(db, state_key=key, stateless=True)
 
 
 server, container = create_server()
