@@ -11,7 +11,7 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from types import MappingProxyType
-from typing import Any, Protocol, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 
 import anyio
 
@@ -30,27 +30,29 @@ from ._threads import abandonable
 __all__ = ("EMPTY", "Call", "CallHost")
 
 T = TypeVar("T")
-KW = TypeVar("KW", bound=Mapping[str, Any])
 EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
-class CallHost(Protocol):
-    """What a call reads of its container (`Container` is the one implementation).
+if TYPE_CHECKING:
+    KW = TypeVar("KW", bound=Mapping[str, Any])
 
-    The container's own, not public: a call and its container are one unit.
-    """
+    class CallHost(Protocol):
+        """What a call reads of its container (`Container` is the one implementation).
 
-    _app: LiveScope | None  # the open APP scope, or None
-    answer_timeout: float | None
+        The container's own, not public: a call and its container are one unit.
+        """
 
-    @property
-    def concurrent(self) -> bool: ...
-    @property
-    def call_timeout(self) -> float | None: ...
-    def _current(self, plan: Plan, /) -> Plan: ...
-    def _for_run(
-        self, fn: Callable[..., Any], kwargs: KW, /
-    ) -> tuple[Callable[..., Any], Plan, KW | dict[str, Any]]: ...
+        _app: LiveScope | None  # the open APP scope, or None
+        answer_timeout: float | None
+
+        @property
+        def concurrent(self) -> bool: ...
+        @property
+        def call_timeout(self) -> float | None: ...
+        def _current(self, plan: Plan, /) -> Plan: ...
+        def _for_run(
+            self, fn: Callable[..., Any], kwargs: KW, /
+        ) -> tuple[Callable[..., Any], Plan, KW | dict[str, Any]]: ...
 
 
 _NEW, _OPEN, _CLOSED = "new", "open", "closed"  # a Call's life, compared by identity

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import typing
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._annotations import NO_DEFAULT, Unresolved, type_name, unresolved_error
 from ._errors import InvalidSignature, ResolventError
@@ -22,33 +22,34 @@ from ._typecheck import accepted_data, may_hold
 __all__ = ("Node", "Walk", "check_lifetime", "check_type", "cycle", "path")
 
 
-class Node(Protocol):
-    """One resolver as the walk met it: what the checks read of a compiler node."""
+if TYPE_CHECKING:
 
-    @property
-    def provider(self) -> Provider: ...
-    @property
-    def key(self) -> Hashable: ...
-    @property
-    def replaced(self) -> int | None: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def parent(self) -> Hashable | None: ...
-    @property
-    def param(self) -> str:
-        """The parameter of *parent* this node was first met through."""
-        ...
+    class Node(Protocol):
+        """One resolver as the walk met it: what the checks read of a compiler node."""
 
+        @property
+        def provider(self) -> Provider: ...
+        @property
+        def key(self) -> Hashable: ...
+        @property
+        def replaced(self) -> int | None: ...
+        @property
+        def name(self) -> str: ...
+        @property
+        def parent(self) -> Hashable | None: ...
+        @property
+        def param(self) -> str:
+            """The parameter of *parent* this node was first met through."""
+            ...
 
-class Walk(Protocol):
-    """The compiler's walk, as the checks read it to say where a mistake is."""
+    class Walk(Protocol):
+        """The compiler's walk, as the checks read it to say where a mistake is."""
 
-    @property
-    def root(self) -> FunctionInfo: ...
-    @property
-    def nodes(self) -> Mapping[Hashable, Node]: ...
-    def expand(self, key: Hashable) -> Sequence[tuple[Param, Hashable]]: ...
+        @property
+        def root(self) -> FunctionInfo: ...
+        @property
+        def nodes(self) -> Mapping[Hashable, Node]: ...
+        def expand(self, key: Hashable) -> Sequence[tuple[Param, Hashable]]: ...
 
 
 # -- where: the path from the compiled function ------------------------------------------

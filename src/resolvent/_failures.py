@@ -11,10 +11,11 @@ import anyio
 
 from ._annotations import type_name
 from ._errors import InputRequired, ResolventError
-from ._sharing import CallLike, landed
+from ._sharing import landed
 
 if TYPE_CHECKING:
     from ._plan import Plan
+    from ._sharing import CallLike
 
 __all__ = ("explain", "fail")
 

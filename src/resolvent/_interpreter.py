@@ -21,12 +21,13 @@ from ._questions import QUESTION_KINDS, Answered, as_outcome
 from ._resources import enter
 from ._rounds import AnswerPending, ask
 from ._scopes import Scope
-from ._sharing import MISSING, CallLike, Creation, Sharing, claim, release
+from ._sharing import MISSING, Creation, Sharing, claim, release
 from ._teardown import Exits
 from ._threads import in_thread
 
 if TYPE_CHECKING:
     from ._plan import Input, Plan, Step
+    from ._sharing import CallLike
 
 __all__ = ("interpret", "interpret_alone", "run_concurrently", "run_step")
 

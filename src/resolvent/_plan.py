@@ -5,7 +5,7 @@ It never imports what runs a plan: the code comes from the `PlanCode` the plan i
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._annotations import NO_DEFAULT, type_name
 from ._kinds import Kind
@@ -59,22 +59,24 @@ class Step:
         return self.kind is Kind.SYNC and not self.inline
 
 
-class PlanCode(Protocol):
-    """The code that runs plans: implemented by the executor layer, and passed to `Plan` by
-    whoever builds one, so a plan (data) never imports what runs it."""
+if TYPE_CHECKING:
 
-    def is_cold(self, run: Callable[..., Any]) -> bool:
-        """Whether *run* is a cold plan's interpreting ``run_fn`` (no code generated yet)."""
-        ...
+    class PlanCode(Protocol):
+        """The code that runs plans: implemented by the executor layer, and passed to `Plan` by
+        whoever builds one, so a plan (data) never imports what runs it."""
 
-    def function(self, plan: Plan, variant: str) -> Callable[..., Any] | None:
-        """*plan*'s generated *variant*, compiled now: ``"run"``, ``"resolve"``,
-        ``"direct"`` (None if a CALL resource of *plan* needs a call scope) or ``"entry"``."""
-        ...
+        def is_cold(self, run: Callable[..., Any]) -> bool:
+            """Whether *run* is a cold plan's interpreting ``run_fn`` (no code generated yet)."""
+            ...
 
-    def source(self, plan: Plan, variant: str) -> str:
-        """The Python source of *plan*'s generated *variant* (``"run"`` or ``"resolve"``)."""
-        ...
+        def function(self, plan: Plan, variant: str) -> Callable[..., Any] | None:
+            """*plan*'s generated *variant*, compiled now: ``"run"``, ``"resolve"``,
+            ``"direct"`` (None if a CALL resource of *plan* needs a call scope) or ``"entry"``."""
+            ...
+
+        def source(self, plan: Plan, variant: str) -> str:
+            """The Python source of *plan*'s generated *variant* (``"run"`` or ``"resolve"``)."""
+            ...
 
 
 @record(eq=False)

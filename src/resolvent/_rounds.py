@@ -16,16 +16,18 @@ if TYPE_CHECKING:
 __all__ = ("AnswerPending", "Asking", "Rounds", "ask", "question_kind")
 
 
-class Asking(Protocol):
-    """What `ask` needs of a call scope (implemented by `resolvent.Call`)."""
+if TYPE_CHECKING:
 
-    rounds: Rounds | None
-    asker: Asker | None
-    answerer: Callable[[Any, Any], Awaitable[Any]] | None
+    class Asking(Protocol):
+        """What `ask` needs of a call scope (implemented by `resolvent.Call`)."""
 
-    async def answered(self, step: Step, answer: Awaitable[Any]) -> Any:
-        """Await a person's *answer* to *step*'s question (outside ``call_timeout``)."""
-        ...
+        rounds: Rounds | None
+        asker: Asker | None
+        answerer: Callable[[Any, Any], Awaitable[Any]] | None
+
+        async def answered(self, step: Step, answer: Awaitable[Any]) -> Any:
+            """Await a person's *answer* to *step*'s question (outside ``call_timeout``)."""
+            ...
 
 
 class AnswerPending(Exception):

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from ._cache import LiveScope
-from ._call import Call, CallHost
+from ._call import Call
 from ._errors import ResolventError
 from ._plans import callable_name
 from ._questions import Asker
@@ -23,10 +23,13 @@ __all__ = ("Session", "SessionHost")
 T = TypeVar("T")
 
 
-class SessionHost(CallHost, Protocol):
-    """What a session reads of its container: a call's needs and its open sessions."""
+if TYPE_CHECKING:
+    from ._call import CallHost
 
-    _sessions: weakref.WeakSet[Session]  # so leaving an override finds their values
+    class SessionHost(CallHost, Protocol):
+        """What a session reads of its container: a call's needs and its open sessions."""
+
+        _sessions: weakref.WeakSet[Session]  # so leaving an override finds their values
 
 
 class Session:

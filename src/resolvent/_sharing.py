@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from ._rounds import Asking
 from ._scopes import Scope
 
 if TYPE_CHECKING:
     from ._plan import Plan, Step
+    from ._rounds import Asking
 
 __all__ = ("MISSING", "CallLike", "Creation", "Sharing", "claim", "landed", "release")
 
@@ -21,13 +21,15 @@ MISSING: Any = object()
 """Not in a cache (yet): the generated code, the interpreter and the container share it."""
 
 
-class CallLike(Asking, Protocol):
-    """What the executor needs of a call scope (implemented by `resolvent.Call`)."""
+if TYPE_CHECKING:
 
-    exits: list[tuple[Step, Any]]
-    cache: dict[Hashable, Any]
-    flight: Plan | None
-    sharing: Sharing | None
+    class CallLike(Asking, Protocol):
+        """What the executor needs of a call scope (implemented by `resolvent.Call`)."""
+
+        exits: list[tuple[Step, Any]]
+        cache: dict[Hashable, Any]
+        flight: Plan | None
+        sharing: Sharing | None
 
 
 # --- one call, several resolutions ---------------------------------------------------
