@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import resolvent
 
 # Runs in a fresh interpreter: make every import of the MCP SDK fail, then
@@ -62,7 +64,8 @@ def test_import_does_not_need_mcp(tmp_path: Path) -> None:
 _LAZY = ("hashlib", "json", "logging", "pydantic", "sqlite3")
 # The package's own modules that serve one feature, loaded by the function that first
 # needs it: the code generator (a plan turning hot), the state stores, overrides (tests),
-# the start-up checks (a lifespan starting) and the topological sort (a worker-thread step).
+# the start-up checks (a lifespan starting), the topological sort (a worker-thread step)
+# and SESSION scopes (`Container.session`).
 _LAZY_OWN = (
     "resolvent._codegen",
     "resolvent._stores",
@@ -71,6 +74,7 @@ _LAZY_OWN = (
     "resolvent._toposort",
     "resolvent._state",
     "resolvent._outcomes",
+    "resolvent._session",
 )
 
 
@@ -100,13 +104,58 @@ def test_import_leaves_the_packages_feature_modules_unloaded(tmp_path: Path) -> 
     assert found == "[]", f"loaded by `import resolvent`, before anything needs them: {found}"
 
 
+# Each feature whose module `import resolvent` leaves unloaded, used first thing in a fresh
+# interpreter, so nothing another test imported can make it work: the module it needs
+# must be loaded by the feature itself. Each program prints "ok" and then the lazy
+# modules it found loaded.
+_FIRST_USE_PREAMBLE = """
+import sys
+from typing import Annotated
+import anyio
+from resolvent import Container, Resolve, Scope
+container = Container()
+"""
+_FIRST_USE = {
+    "a session": (
+        """
+@container.provider(scope=Scope.SESSION)
+async def who() -> str:
+    return "ann"
+
+async def hello(name: Annotated[str, Resolve(who)]) -> str:
+    return "hi " + name
+
+async def main() -> str:
+    async with container, container.session() as session:
+        return await session.run(hello)
+
+assert anyio.run(main) == "hi ann"
+""",
+        ("resolvent._session",),
+    ),
+}
+
+
+@pytest.mark.parametrize("feature", sorted(_FIRST_USE))
+def test_a_lazy_feature_loads_its_modules_on_first_use(feature: str, tmp_path: Path) -> None:
+    program, modules = _FIRST_USE[feature]
+    code = (
+        _FIRST_USE_PREAMBLE
+        + f"assert not any(m in sys.modules for m in {modules!r}), 'loaded by import'\n"
+        + program
+        + f"print('ok', sorted(m for m in {modules!r} if m in sys.modules))\n"
+    )
+    assert _fresh(code, tmp_path) == f"ok {sorted(modules)!r}"
+
+
 def test_a_lazy_public_name_is_the_object_its_module_defines(tmp_path: Path) -> None:
     code = (
         "import resolvent, resolvent._stores.memory as m, resolvent._stores.opener as o; "
-        "from resolvent import MemoryStore, open_store, StateKey, SqliteStore; "
+        "from resolvent import MemoryStore, open_store, StateKey, SqliteStore, Session; "
         "import resolvent._stores as s, resolvent._stores.sqlite as q; "
         "print(MemoryStore is m.MemoryStore and open_store is o.open_store "
-        "and StateKey is s.StateKey and SqliteStore is q.SqliteStore)"
+        "and StateKey is s.StateKey and SqliteStore is q.SqliteStore "
+        "and Session is __import__('resolvent._session')._session.Session)"
     )
     assert _fresh(code, tmp_path) == "True"
 

@@ -22,7 +22,6 @@ from ._errors import (
 from ._markers import Elicit, Resolve, inline
 from ._plan import Plan
 from ._scopes import Scope
-from ._session import Session
 
 __all__ = (
     "Accepted",
@@ -57,14 +56,16 @@ __all__ = (
 
 __version__ = "0.1.0"
 
-# Imported on first use only: the outcome models and `State` need pydantic, and the state
-# stores are needed only by a program that keeps state (`SqliteStore` needs sqlite3).
+# Imported on first use only: the outcome models and `State` need pydantic, the state
+# stores are needed only by a program that keeps state (`SqliteStore` needs sqlite3), and
+# `Session` only by a program that opens SESSION scopes (`Container.session` loads it too).
 _OUTCOMES = frozenset({"Accepted", "Cancelled", "Declined", "ElicitationResult"})
 _STATE = frozenset({"Handle", "Held", "State"})
 _STORES = frozenset({"StateKey", "StateStore"})
 
 if TYPE_CHECKING:
     from ._outcomes import Accepted, Cancelled, Declined, ElicitationResult
+    from ._session import Session
     from ._state import Handle, Held, State
     from ._stores import StateKey, StateStore
     from ._stores.memory import MemoryStore
@@ -87,6 +88,8 @@ def __getattr__(name: str) -> Any:
         from ._stores import memory as module
     elif name == "SqliteStore":
         from ._stores import sqlite as module
+    elif name == "Session":
+        from . import _session as module
     elif name == "open_store":
         from ._stores import opener as module
     else:

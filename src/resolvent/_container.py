@@ -24,11 +24,11 @@ from ._plans import PlanCache, Starter, check_scopes, refuse_values
 from ._questions import Asker
 from ._registry import Registry, read
 from ._scopes import Scope
-from ._session import Session
 from ._teardown import settle
 
 if TYPE_CHECKING:
     from ._overrides import OverrideBlock
+    from ._session import Session
 
 __all__ = ("Container",)
 
@@ -414,6 +414,8 @@ class Container:
 
     def session(self) -> Session:
         """Open a SESSION scope: ``async with container.session() as session:``."""
+        from ._session import Session  # loaded by the first session, not by import
+
         return Session(self)
 
     def call(
