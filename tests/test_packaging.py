@@ -64,8 +64,8 @@ def test_import_does_not_need_mcp(tmp_path: Path) -> None:
 _LAZY = ("hashlib", "json", "logging", "pydantic", "sqlite3")
 # The package's own modules that serve one feature, loaded by the function that first
 # needs it: the code generator (a plan turning hot), the state stores, overrides (tests),
-# the start-up checks (a lifespan starting), the topological sort (a worker-thread step)
-# and SESSION scopes (`Container.session`).
+# the start-up checks (a lifespan starting), the topological sort (a worker-thread step),
+# SESSION scopes (`Container.session`) and asking (the first resolver that asks).
 _LAZY_OWN = (
     "resolvent._codegen",
     "resolvent._stores",
@@ -75,6 +75,7 @@ _LAZY_OWN = (
     "resolvent._state",
     "resolvent._outcomes",
     "resolvent._session",
+    "resolvent._rounds",
 )
 
 
@@ -112,8 +113,18 @@ _FIRST_USE_PREAMBLE = """
 import sys
 from typing import Annotated
 import anyio
-from resolvent import Container, Resolve, Scope
+from pydantic import BaseModel
+from resolvent import Accepted, Container, Elicit, InputRequired, Resolve, Scope
 container = Container()
+
+class Name(BaseModel):
+    name: str
+
+async def name() -> Elicit[Name]:
+    return Elicit("Your name?", Name)
+
+async def greet(who: Annotated[Name, Resolve(name)]) -> str:
+    return "hi " + who.name
 """
 _FIRST_USE = {
     "a session": (
@@ -132,6 +143,36 @@ async def main() -> str:
 assert anyio.run(main) == "hi ann"
 """,
         ("resolvent._session",),
+    ),
+    # In a call scope, with an asker: the plan's generated code asks.
+    "an asker": (
+        """
+async def asker(message, schema):
+    return Accepted(data=schema(name="ann"))
+
+async def main() -> str:
+    async with container.call(asker=asker) as call:
+        return await call.run(greet)
+
+assert anyio.run(main) == "hi ann"
+""",
+        ("resolvent._rounds",),
+    ),
+    # Multi-round asking: the interpreter asks, the call keeps the rounds.
+    "a round": (
+        """
+async def main() -> None:
+    async with container.call(rounds=True) as call:
+        try:
+            await call.run(greet)
+        except InputRequired as needed:
+            assert list(needed.questions.values())[0].message == "Your name?"
+        else:
+            raise AssertionError("no question was asked")
+
+anyio.run(main)
+""",
+        ("resolvent._rounds",),
     ),
 }
 

@@ -22,7 +22,6 @@ from ._interpreter import interpret
 from ._plan import Plan, Step
 from ._plans import callable_name, check_scopes
 from ._questions import Asker
-from ._rounds import Rounds
 from ._sharing import Sharing
 from ._teardown import Exits, close_resources, settle
 from ._threads import abandonable
@@ -34,6 +33,8 @@ EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
 if TYPE_CHECKING:
+    from ._rounds import Rounds
+
     KW = TypeVar("KW", bound=Mapping[str, Any])
 
     class CallHost(Protocol):
@@ -112,9 +113,11 @@ class Call:
         self.asker = asker
         self.answerer: Callable[[Any, Any], Awaitable[Any]] | None = None
         self.concurrent = container.concurrent if concurrent is None else concurrent
-        self.rounds = (
-            Rounds(answers, state, container.answer_timeout) if rounds or answers or state else None
-        )
+        self.rounds: Rounds | None = None
+        if rounds or answers or state:
+            from ._rounds import Rounds  # multi-round asking: loaded by its first call
+
+            self.rounds = Rounds(answers, state, container.answer_timeout)
         self.exits: list[tuple[Step, Any]] = Exits()
         self.cache: dict[Hashable, Any] = {}
         # Several tasks may resolve in one call at once (see `resolvent._sharing.Sharing`):

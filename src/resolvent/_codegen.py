@@ -15,7 +15,6 @@ from ._failures import fail
 from ._kinds import Kind
 from ._questions import QUESTION_KINDS, Answered, as_outcome
 from ._resources import enter, hold, open_resource, plain_cell
-from ._rounds import ask
 from ._scopes import Scope
 from ._sharing import MISSING
 from ._shield import begin, outer_cancelled
@@ -173,7 +172,6 @@ def generate(
         Answered=Answered,
         QT=QUESTION_KINDS,
         as_outcome=as_outcome,
-        ask=ask,
         enter=enter,
         hold=hold,
         partial=functools.partial,
@@ -188,6 +186,10 @@ def generate(
         cancelled=outer_cancelled,
         settle=settle,
     )
+    if any(s.may_ask for s in steps):  # asking loads with the first plan that may ask
+        from ._rounds import ask
+
+        ns["ask"] = ask
     root_name = name
 
     # Worker-thread blocks become plain functions that run in one hop.

@@ -12,12 +12,12 @@ from ._errors import CallTimeout
 from ._interpreter import interpret, interpret_alone, run_concurrently, run_step
 from ._plan import Step, direct_shape
 from ._questions import Asker
-from ._rounds import Rounds
 from ._scopes import Scope
 from ._sharing import MISSING, Sharing
 
 if TYPE_CHECKING:
     from ._plan import Plan, PlanCode
+    from ._rounds import Rounds
 
 __all__ = ("HOT_AFTER", "PLAN_CODE", "cold_runner", "cold_shape", "is_cold", "timed_out")
 

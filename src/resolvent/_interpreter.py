@@ -19,7 +19,6 @@ from ._failures import explain
 from ._kinds import Kind
 from ._questions import QUESTION_KINDS, Answered, as_outcome
 from ._resources import enter
-from ._rounds import AnswerPending, ask
 from ._scopes import Scope
 from ._sharing import MISSING, Creation, Sharing, claim, release
 from ._teardown import Exits
@@ -110,6 +109,8 @@ async def run_step(
                 obj = await obj
             value = await enter(call.exits, step, obj)
         if step.may_ask and value.__class__ in QUESTION_KINDS:
+            from ._rounds import AnswerPending, ask  # only once a resolver has asked
+
             try:
                 value = await ask(call, step, value)
             except AnswerPending:
