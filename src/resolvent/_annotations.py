@@ -73,6 +73,9 @@ def strict_hints(fn: Callable[..., Any]) -> dict[str, Any]:
         target = fn
     else:
         target = type(fn).__call__
+    plain = _plain_hints(target)
+    if plain is not None:
+        return plain
     try:
         return typing.get_type_hints(target, include_extras=True)
     except Exception as exc:
@@ -84,6 +87,25 @@ def strict_hints(fn: Callable[..., Any]) -> dict[str, Any]:
             "  fix: make every name used in its annotations importable at module level "
             "(not only under TYPE_CHECKING)"
         ) from exc
+
+
+_ANNOTATED: Any = type(Annotated[int, 0])
+
+
+def _plain_hints(target: Any) -> dict[str, Any] | None:
+    """What ``typing.get_type_hints`` gives for a plain function whose annotations need
+    no evaluating (each a class, or ``Annotated`` over a class: it would return them as
+    they are), without its walk; None for anything else."""
+    if type(target) is not types.FunctionType:
+        return None
+    hints: dict[str, Any] = target.__annotations__
+    for value in hints.values():
+        if not (
+            isinstance(value, type)
+            or (isinstance(value, _ANNOTATED) and isinstance(value.__origin__, type))
+        ):
+            return None
+    return dict(hints)
 
 
 class Unresolved:

@@ -136,6 +136,10 @@ def _may_ask(fn: Any, provides: Any) -> tuple[bool, Any, Any]:
     return True, typing.Union[tuple(rest)], asks  # noqa: UP007
 
 
+_ANNOTATED: Any = type(Annotated[int, 0])
+"""What ``get_origin`` finds to be `Annotated` (read once, not per parameter)."""
+
+
 def _is_marker_class(obj: Any) -> bool:
     return isinstance(obj, type) and obj in RESOLVE_MARKERS
 
@@ -163,13 +167,10 @@ def _misplaced_marker(fn: Callable[..., Any], name: str) -> None:
     raw = getattr(target, "__annotations__", None)
     if not isinstance(raw, dict):
         return
-    names = "|".join(re.escape(cls.__name__) for cls in RESOLVE_MARKERS)
     for param, annotation in typing.cast(dict[str, Any], raw).items():
         if param == "return":
             continue
-        written = isinstance(annotation, str) and re.fullmatch(
-            rf"\s*(?:\w+\.)*(?:{names})\s*(?:\(.*\))?\s*", annotation, re.DOTALL
-        )
+        written = isinstance(annotation, str) and _written_marker_pattern().fullmatch(annotation)
         if written or _is_marker(annotation) or _is_marker_class(annotation):
             raise InvalidSignature(
                 f"parameter {param!r} of {name} is annotated with the marker itself "
@@ -179,13 +180,18 @@ def _misplaced_marker(fn: Callable[..., Any], name: str) -> None:
             )
 
 
-def _marker_of(annotation: Any) -> Resolve | None:
-    if get_origin(annotation) is not Annotated:
-        return None
-    found = [m for m in annotation.__metadata__ if type(m) in RESOLVE_MARKERS]
-    if len(found) > 1:
-        raise ValueError("more than one Resolve marker")
-    return RESOLVE_MARKERS[type(found[0])](found[0]) if found else None
+_pattern: tuple[tuple[type, ...], re.Pattern[str]] | None = None
+
+
+def _written_marker_pattern() -> re.Pattern[str]:
+    """A string annotation that is a marker itself (``"Resolve(fn)"``), made once per set
+    of marker classes."""
+    global _pattern
+    classes = tuple(RESOLVE_MARKERS)
+    if _pattern is None or _pattern[0] != classes:
+        names = "|".join(re.escape(cls.__name__) for cls in classes)
+        _pattern = (classes, re.compile(rf"\s*(?:\w+\.)*(?:{names})\s*(?:\(.*\))?\s*", re.DOTALL))
+    return _pattern[1]
 
 
 def _buried_marker(annotation: Any) -> bool:
@@ -203,6 +209,27 @@ def _buried_marker(annotation: Any) -> bool:
 
 def outcome_family(type_arg: Any) -> OutcomeFamily | None:
     """The outcome family a consumer asks for, or None when it wants the bare value."""
+    # Asked for every marked parameter of every function read, mostly of a few types:
+    # kept per type, and read again once another family is registered.
+    try:
+        kept = _families.get(type_arg)
+    except TypeError:  # an unhashable annotation
+        return _outcome_family(type_arg)
+    count = len(OUTCOME_FAMILIES)
+    if kept is not None and kept[0] == count:
+        return kept[1]
+    family = _outcome_family(type_arg)
+    if len(_families) >= _MAX_FAMILIES:
+        _families.clear()
+    _families[type_arg] = (count, family)
+    return family
+
+
+_families: dict[Any, tuple[int, OutcomeFamily | None]] = {}
+_MAX_FAMILIES = 4096
+
+
+def _outcome_family(type_arg: Any) -> OutcomeFamily | None:
     value = getattr(type_arg, "__value__", None) or getattr(get_origin(type_arg), "__value__", None)
     if value is not None:  # PEP 695 aliases, such as the SDK's ElicitationResult
         type_arg = value
@@ -214,13 +241,6 @@ def outcome_family(type_arg: Any) -> OutcomeFamily | None:
             if issubclass(cls, family.members):
                 return family
     return None
-
-
-def _marker_of_safe(annotation: Any) -> Resolve | None:
-    try:
-        return _marker_of(annotation)
-    except ValueError:
-        return None
 
 
 def _pydantic_model(fn: Any, name: str) -> None:
@@ -241,6 +261,59 @@ def _pydantic_model(fn: Any, name: str) -> None:
     )
 
 
+_ParameterKind = type(inspect.Parameter.POSITIONAL_ONLY)
+_POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY
+_POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
+_VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
+_KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
+_VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
+
+
+def _parameters(fn: Callable[..., Any], name: str) -> list[tuple[str, Any, Any]]:
+    """*fn*'s parameters as ``(name, kind, default)``, in order.
+
+    A plain function (no ``__wrapped__``, no ``__signature__``) is read from its code
+    object, as `inspect.signature` reads it, at a fraction of the cost; anything else
+    through `inspect.signature`.
+    """
+    if type(fn) is types.FunctionType:
+        attributes = fn.__dict__
+        if "__wrapped__" not in attributes and "__signature__" not in attributes:
+            return _code_parameters(fn)
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise InvalidSignature(f"cannot read the signature of {name}: {exc}") from exc
+    return [(p.name, p.kind, p.default) for p in signature.parameters.values()]
+
+
+def _code_parameters(fn: types.FunctionType) -> list[tuple[str, Any, Any]]:
+    code = fn.__code__
+    names, flags = code.co_varnames, code.co_flags
+    positional, keyword_only = code.co_argcount, code.co_kwonlyargcount
+    posonly = code.co_posonlyargcount
+    defaults = fn.__defaults__ or ()
+    kwdefaults = fn.__kwdefaults__ or {}
+    first_default = positional - len(defaults)
+    params: list[tuple[str, Any, Any]] = [
+        (
+            names[i],
+            _POSITIONAL_ONLY if i < posonly else _POSITIONAL_OR_KEYWORD,
+            defaults[i - first_default] if i >= first_default else NO_DEFAULT,
+        )
+        for i in range(positional)
+    ]
+    end = positional + keyword_only
+    if flags & inspect.CO_VARARGS:
+        params.append((names[end], _VAR_POSITIONAL, NO_DEFAULT))
+    params.extend((n, _KEYWORD_ONLY, kwdefaults.get(n, NO_DEFAULT)) for n in names[positional:end])
+    if flags & inspect.CO_VARKEYWORDS:
+        params.append(
+            (names[end + 1 if flags & inspect.CO_VARARGS else end], _VAR_KEYWORD, NO_DEFAULT)
+        )
+    return params
+
+
 def read_function(fn: Callable[..., Any]) -> FunctionInfo:
     """Read *fn* once: classify what can be classified without the graph.
 
@@ -258,75 +331,69 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
     if "return" in unresolved:
         returns = NO_DEFAULT  # unknown: needed only if fn is used as a resolver
     refuse_bare_wrapper(fn, returns)
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError) as exc:
-        raise InvalidSignature(f"cannot read the signature of {name}: {exc}") from exc
     params: list[Param] = []
     varkw = False
-    for p in signature.parameters.values():
-        annotation = hints.get(p.name, NO_DEFAULT)
-        if p.kind is p.VAR_KEYWORD:
+    for p_name, p_kind, p_default in _parameters(fn, name):
+        annotation = hints.get(p_name, NO_DEFAULT)
+        if p_kind is _VAR_KEYWORD:
             varkw = True
             continue
-        if _is_marker(p.default) or _is_marker_class(p.default):
+        if p_default is not NO_DEFAULT and (_is_marker(p_default) or _is_marker_class(p_default)):
             raise InvalidSignature(
-                f"parameter {p.name!r} of {name} has the marker {p.default!r} as its default; "
+                f"parameter {p_name!r} of {name} has the marker {p_default!r} as its default; "
                 "resolvent reads markers only from the annotation, so the marker object "
                 "itself would be passed.\n"
-                f"  fix: `{p.name}: Annotated[{_written_type(annotation)}, "
-                f"{_written_marker(p.default)}]`, with no default"
+                f"  fix: `{p_name}: Annotated[{_written_type(annotation)}, "
+                f"{_written_marker(p_default)}]`, with no default"
             )
-        if (
-            p.kind is p.POSITIONAL_ONLY
-            and p.default is not NO_DEFAULT
-            and _marker_of_safe(annotation) is None
-        ):
+        # The markers in its Annotated metadata (one is honoured), found once.
+        annotated = isinstance(annotation, _ANNOTATED)
+        found = (
+            [m for m in annotation.__metadata__ if type(m) in RESOLVE_MARKERS] if annotated else ()
+        )
+        if p_kind is _POSITIONAL_ONLY and p_default is not NO_DEFAULT and len(found) != 1:
             continue  # never passed: it keeps its default
-        if p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY):
+        if p_kind is _VAR_POSITIONAL or p_kind is _POSITIONAL_ONLY:
             raise InvalidSignature(
-                f"parameter {p.name!r} of {name} is {p.kind.description}; resolvent passes "
+                f"parameter {p_name!r} of {name} is {p_kind.description}; resolvent passes "
                 "every value by keyword.\n  fix: make it a regular or keyword-only parameter"
             )
-        try:
-            marker = _marker_of(annotation)
-        except ValueError:
+        if len(found) > 1:
             raise InvalidSignature(
-                f"parameter {p.name!r} of {name} has more than one Resolve marker; keep one"
-            ) from None
+                f"parameter {p_name!r} of {name} has more than one Resolve marker; keep one"
+            )
+        marker = RESOLVE_MARKERS[type(found[0])](found[0]) if found else None
         if marker is None and _buried_marker(annotation):
             raise InvalidSignature(
-                f"parameter {p.name!r} of {name} hides Resolve(...) "
+                f"parameter {p_name!r} of {name} hides Resolve(...) "
                 f"inside {type_name(annotation)}.\n"
                 "  a marker inside a union or Optional is never honoured.\n"
-                f"  fix: annotate it directly, `{p.name}: Annotated[T, Resolve(fn)]`; to receive a "
+                f"  fix: annotate it directly, `{p_name}: Annotated[T, Resolve(fn)]`; to receive a "
                 "declined question, use `Annotated[ElicitationResult[T], Resolve(fn)]`"
             )
-        if get_origin(annotation) is Annotated and any(
-            _is_marker_class(m) for m in annotation.__metadata__
-        ):
+        if annotated and any(_is_marker_class(m) for m in annotation.__metadata__):
             raise InvalidSignature(
-                f"parameter {p.name!r} of {name} has the class Resolve in Annotated, not a "
+                f"parameter {p_name!r} of {name} has the class Resolve in Annotated, not a "
                 "marker; without parentheses it would be read as a call argument.\n"
-                f"  fix: `{p.name}: Annotated[T, Resolve(fn)]`, or `Resolve()` to find the "
+                f"  fix: `{p_name}: Annotated[T, Resolve(fn)]`, or `Resolve()` to find the "
                 "provider by T"
             )
         if marker is not None and isinstance(marker.fn, Unresolved):
-            raise unresolved_error(fn, p.name, marker.fn.name, "the resolver it names")
-        if marker is not None and marker.fn is None and p.name in unresolved:
+            raise unresolved_error(fn, p_name, marker.fn.name, "the resolver it names")
+        if marker is not None and marker.fn is None and p_name in unresolved:
             raise unresolved_error(
-                fn, p.name, unresolved[p.name], "the type to find the provider by, Resolve()"
+                fn, p_name, unresolved[p_name], "the type to find the provider by, Resolve()"
             )
         if marker is not None and marker.fn is not None and not callable(marker.fn):
             raise InvalidSignature(
-                f"parameter {p.name!r} of {name} has Resolve({marker.fn!r}), and "
+                f"parameter {p_name!r} of {name} has Resolve({marker.fn!r}), and "
                 f"{marker.fn!r} (a {type(marker.fn).__qualname__}) is not callable.\n"
                 "  fix: pass the resolver itself, `Resolve(fn)`, not the result of calling "
                 "it, `Resolve(fn())`"
             )
-        bare = annotation.__origin__ if get_origin(annotation) is Annotated else annotation
+        bare = annotation.__origin__ if annotated else annotation
         family = outcome_family(bare) if marker is not None else None
-        params.append(Param(p.name, bare, marker, family, p.default))
+        params.append(Param(p_name, bare, marker, family, p_default))
     kind, provides, awaits = kind_and_provides(fn, returns)
     may_ask, provides, asks = (
         _may_ask(fn, provides) if not kind.is_resource else (False, provides, NO_DEFAULT)

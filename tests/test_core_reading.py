@@ -1,0 +1,84 @@
+"""Reading a plain function skips `inspect.signature` and `typing.get_type_hints`: what it
+reads must be what they say, for every shape of parameter list and annotation."""
+
+import functools
+import inspect
+import typing
+from typing import Annotated, Any
+
+import pytest
+
+from resolvent import Resolve
+from resolvent._annotations import strict_hints
+from resolvent._signature import _parameters
+
+
+async def dep() -> int:
+    return 1
+
+
+def _shapes() -> list[Any]:
+    def every(a, b=1, /, c=2, *args, d, e=3, **kw): ...
+    def only_positional(a, /): ...
+    def defaults_only(a=1, b=None): ...
+    def keyword_only(*, a, b=2): ...
+    def star(*args): ...
+    def star_star(**kw): ...
+    def both_stars(*args, **kw): ...
+    def none(): ...
+
+    def with_locals(a: int, *, b: str = "x") -> None:
+        c = a  # locals come after the parameters in the code object
+        del c
+
+    async def injected(
+        user_id: str, d: Annotated[int, Resolve(dep)], *, e: int | None = None
+    ) -> int:
+        return d
+
+    return [
+        every, only_positional, defaults_only, keyword_only, star, star_star, both_stars,
+        none, with_locals, injected, lambda a, *b, c=1: None,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("fn", _shapes(), ids=lambda fn: fn.__name__)
+def test_parameters_read_from_the_code_are_what_inspect_reads(fn: Any) -> None:
+    expected = [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+    assert _parameters(fn, "fn") == expected
+
+
+def test_a_wrapped_or_re_signed_function_is_read_through_inspect() -> None:
+    def inner(a: int, b: str) -> None: ...
+
+    @functools.wraps(inner)
+    def outer(*args: Any, **kwargs: Any) -> None: ...
+
+    def signed(*args: Any) -> None: ...
+
+    signed.__signature__ = inspect.Signature(
+        [inspect.Parameter("x", inspect.Parameter.KEYWORD_ONLY)]
+    )
+    assert [p[0] for p in _parameters(outer, "outer")] == ["a", "b"]
+    assert _parameters(signed, "signed") == [("x", inspect.Parameter.KEYWORD_ONLY, inspect._empty)]
+
+
+class Model:
+    pass
+
+
+def _annotated() -> list[Any]:
+    def classes(a: int, b: Model, c: Any) -> str: ...
+    def markers(a: Annotated[int, Resolve(dep)], b: Annotated[Model, "x", 1]) -> None: ...
+    def generic(a: list[int], b: Annotated[list[int], Resolve(dep)]) -> dict[str, int]: ...
+    def optional(a: int | None, b: typing.Optional[int]) -> None: ...  # noqa: UP045
+    def returns_none(a: int) -> None: ...
+    def strings(a: "int", b: "Annotated[Model, 'x']") -> "Model": ...
+    def unannotated(a, b=1): ...
+
+    return [classes, markers, generic, optional, returns_none, strings, unannotated]
+
+
+@pytest.mark.parametrize("fn", _annotated(), ids=lambda fn: fn.__name__)
+def test_annotations_read_as_they_are_are_what_typing_reads(fn: Any) -> None:
+    assert strict_hints(fn) == typing.get_type_hints(fn, include_extras=True)
