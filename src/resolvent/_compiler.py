@@ -28,13 +28,13 @@ from ._checks import (
 )
 from ._kinds import Kind
 from ._markers import Resolve, is_inline
-from ._plan import Input, Step
+from ._plan import Graph, Input, Step
 from ._record import field, record
-from ._registry import Provider, Registry, read, resolver_key
+from ._registry import Closure, Expansion, Provider, Registry, read, resolver_key
 from ._scopes import Scope
-from ._signature import FunctionInfo, Param
+from ._signature import Param
 
-__all__ = ("NO_OVERRIDES", "Graph", "Overrides", "build_graph")
+__all__ = ("NO_OVERRIDES", "Overrides", "build_graph")
 
 
 @record
@@ -61,17 +61,6 @@ class Overrides:
 NO_OVERRIDES = Overrides()
 
 
-@record
-class Graph:
-    """What the compiler hands to code generation."""
-
-    root: FunctionInfo
-    steps: tuple[Step, ...]
-    inputs: tuple[Input, ...]
-    arguments: tuple[str, ...]
-    value_types: tuple[Any, ...]
-
-
 @record(frozen=False)
 class _Node:
     provider: Provider
@@ -86,37 +75,6 @@ class _Node:
     @property
     def name(self) -> str:
         return self.provider.info.name
-
-
-@record(frozen=False, eq=False)
-class _Expansion:
-    """A resolver's checked expansion, shared by the plans that use it (`_Compiler.expand`)."""
-
-    provider: Provider  # the reading it was checked for: valid while the key has it
-    edges: tuple[tuple[Param, Hashable], ...]
-    children: tuple[Provider, ...]  # each edge's provider
-    inputs: tuple[Input | tuple[Param, Hashable], ...]
-    values: tuple[Any, ...]  # the framework value types it takes, in order
-    closure: _Closure | None = None  # its whole sub-graph, once walked (`_Compiler.close`)
-
-
-@record(eq=False)
-class _Closure:
-    """A resolver's whole sub-graph as a walk from it alone meets it: what a later plan
-    that reaches the resolver adds, without walking it again (`_Compiler.splice`).
-
-    Each plan rebuilds only what depends on where the sub-graph sits in it (step
-    indexes, the first consumer of each node); nothing here is re-read or re-checked.
-    """
-
-    creations: tuple[tuple[Hashable, Hashable, str, Provider], ...]
-    """(key, first consumer, its parameter, provider) for every node below the
-    resolver, in the order the walk creates them."""
-    post: tuple[tuple[Hashable, Provider, Any, Any], ...]
-    """(key, provider, edges, inputs) of every node, the resolver last: the walk's
-    post-order."""
-    values: tuple[Any, ...]
-    """The framework value types the sub-graph takes, in order of first use."""
 
 
 _MAX_CLOSURE = 128
@@ -260,12 +218,12 @@ class _Compiler:
             if len(memo) >= 4096:
                 memo.clear()
             children = tuple(self.nodes[c].provider for _, c in edges)
-            memo[key] = _Expansion(
+            memo[key] = Expansion(
                 node.provider, tuple(edges), children, tuple(inputs), tuple(values)
             )
         return edges
 
-    def _replay(self, node: _Node, found: _Expansion) -> Sequence[tuple[Param, Hashable]]:
+    def _replay(self, node: _Node, found: Expansion) -> Sequence[tuple[Param, Hashable]]:
         """*node*'s expansion as an earlier plan checked it: the same edges and inputs
         (shared, never changed), children created where this plan has not met them yet."""
         edges, children, inputs, values = found.edges, found.children, found.inputs, found.values
@@ -290,13 +248,13 @@ class _Compiler:
         memo = self.memo
         if memo is None:
             return
-        found: _Expansion | None = memo.get(key)
+        found: Expansion | None = memo.get(key)
         nodes = self.nodes
         if found is None or found.closure is not None or found.provider is not nodes[key].provider:
             return
-        below: list[_Closure] = []
+        below: list[Closure] = []
         for child in dict.fromkeys(c for _, c in found.edges):
-            entry: _Expansion | None = memo.get(child)
+            entry: Expansion | None = memo.get(child)
             if entry is None or entry.closure is None:
                 return
             below.append(entry.closure)
@@ -319,7 +277,7 @@ class _Compiler:
                 return
             values.update(dict.fromkeys(closure.values))
         post[key] = (key, found.provider, found.edges, found.inputs)
-        found.closure = _Closure(tuple(creations.values()), tuple(post.values()), tuple(values))
+        found.closure = Closure(tuple(creations.values()), tuple(post.values()), tuple(values))
 
     def splice(self, key: Hashable, state: dict[Hashable, int], post: list[Hashable]) -> bool:
         """Add *key*'s kept sub-graph (see `close`) to this plan without walking it: the
@@ -329,7 +287,7 @@ class _Compiler:
         memo = self.memo
         if memo is None:
             return False
-        found: _Expansion | None = memo.get(key)
+        found: Expansion | None = memo.get(key)
         nodes = self.nodes
         if found is None or found.closure is None or found.provider is not nodes[key].provider:
             return False

@@ -12,8 +12,9 @@ from ._kinds import Kind
 from ._questions import OutcomeFamily
 from ._record import field, record
 from ._scopes import Scope
+from ._signature import FunctionInfo
 
-__all__ = ("Input", "Plan", "PlanCode", "Step", "direct_shape")
+__all__ = ("Graph", "Input", "Plan", "PlanCode", "Step", "direct_shape")
 
 
 @record
@@ -57,6 +58,17 @@ class Step:
     def threaded(self) -> bool:
         """True for a sync function that runs in a worker thread."""
         return self.kind is Kind.SYNC and not self.inline
+
+
+@record
+class Graph:
+    """What the compiler hands to code generation: a plan's steps before it has code."""
+
+    root: FunctionInfo
+    steps: tuple[Step, ...]
+    inputs: tuple[Input, ...]
+    arguments: tuple[str, ...]
+    value_types: tuple[Any, ...]
 
 
 if TYPE_CHECKING:

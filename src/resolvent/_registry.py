@@ -1,4 +1,5 @@
-"""Providers keyed by function identity and by provided type."""
+"""Providers keyed by function identity and by provided type, and what compiling derives from
+them once for every plan (readings, checked expansions). It never walks a graph or runs one."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from typing import Any
 
 from ._annotations import NO_DEFAULT
 from ._markers import inline_epoch, is_inline
+from ._plan import Input
 from ._record import record
 from ._scopes import Scope
-from ._signature import FunctionInfo, markers_epoch, read_function
+from ._signature import FunctionInfo, Param, markers_epoch, read_function
 
-__all__ = ("IMPLICIT_SCOPE", "Provider", "Registry", "resolver_key")
+__all__ = ("IMPLICIT_SCOPE", "Closure", "Expansion", "Provider", "Registry", "resolver_key")
 
 IMPLICIT_SCOPE = "__resolvent_scope__"
 
@@ -49,6 +51,38 @@ class Provider:
         return self.info.fn
 
 
+@record(frozen=False, eq=False)
+class Expansion:
+    """A resolver's checked expansion, shared by the plans that use it (`Registry.expansions`;
+    the compiler makes it in `expand`)."""
+
+    provider: Provider  # the reading it was checked for: valid while the key has it
+    edges: tuple[tuple[Param, Hashable], ...]
+    children: tuple[Provider, ...]  # each edge's provider
+    inputs: tuple[Input | tuple[Param, Hashable], ...]
+    values: tuple[Any, ...]  # the framework value types it takes, in order
+    closure: Closure | None = None  # its whole sub-graph, once walked (the compiler's `close`)
+
+
+@record(eq=False)
+class Closure:
+    """A resolver's whole sub-graph as a walk from it alone meets it: what a later plan
+    that reaches the resolver adds, without walking it again (the compiler's `splice`).
+
+    Each plan rebuilds only what depends on where the sub-graph sits in it (step
+    indexes, the first consumer of each node); nothing here is re-read or re-checked.
+    """
+
+    creations: tuple[tuple[Hashable, Hashable, str, Provider], ...]
+    """(key, first consumer, its parameter, provider) for every node below the
+    resolver, in the order the walk creates them."""
+    post: tuple[tuple[Hashable, Provider, Any, Any], ...]
+    """(key, provider, edges, inputs) of every node, the resolver last: the walk's
+    post-order."""
+    values: tuple[Any, ...]
+    """The framework value types the sub-graph takes, in order of first use."""
+
+
 def read(fn: Callable[..., Any]) -> FunctionInfo:
     """`read_function`, uncached (a handler's own reading, a replacement's)."""
     return read_function(fn)
@@ -71,9 +105,9 @@ class Registry:
         # resolvers no plan used before. An entry holds its function, so the key (an
         # identity) stays its own.
         self._readings: OrderedDict[Hashable, tuple[int, Provider]] = OrderedDict()
-        # key -> a resolver's checked expansion (see `_Compiler.expand`); cleared with
+        # key -> a resolver's checked expansion (`Expansion`); cleared with
         # the container's plans whenever a registration changes.
-        self.expansions: dict[Hashable, Any] = {}
+        self.expansions: dict[Hashable, Expansion] = {}
         self._epochs = (markers_epoch(), inline_epoch())
         # key -> (function, its question key on the wire): what compiling a step costs
         # once per resolver; checked against the function, so never stale.
@@ -109,7 +143,7 @@ class Registry:
             self.by_type.setdefault(offered_type, []).append(provider)
         return provider
 
-    def shared_expansions(self) -> dict[Hashable, Any]:
+    def shared_expansions(self) -> dict[Hashable, Expansion]:
         """`expansions`, emptied first if a marker class was registered or a function
         marked `inline` since they were made: each holds the readings of the resolvers
         below it, which a later plan would otherwise take as they were."""
