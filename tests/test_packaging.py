@@ -65,7 +65,8 @@ _LAZY = ("hashlib", "json", "logging", "pydantic", "sqlite3")
 # The package's own modules that serve one feature, loaded by the function that first
 # needs it: the code generator (a plan turning hot), the state stores, overrides (tests),
 # the start-up checks (a lifespan starting), the topological sort (a worker-thread step),
-# SESSION scopes (`Container.session`) and asking (the first resolver that asks).
+# SESSION scopes (`Container.session`), asking (the first resolver that asks), and what a
+# failure says (its note, the log of a failure nobody receives).
 _LAZY_OWN = (
     "resolvent._codegen",
     "resolvent._stores",
@@ -76,6 +77,8 @@ _LAZY_OWN = (
     "resolvent._outcomes",
     "resolvent._session",
     "resolvent._rounds",
+    "resolvent._failures",
+    "resolvent._log",
 )
 
 
@@ -111,6 +114,7 @@ def test_import_leaves_the_packages_feature_modules_unloaded(tmp_path: Path) -> 
 # modules it found loaded.
 _FIRST_USE_PREAMBLE = """
 import sys
+from collections.abc import AsyncIterator
 from typing import Annotated
 import anyio
 from pydantic import BaseModel
@@ -173,6 +177,50 @@ async def main() -> None:
 anyio.run(main)
 """,
         ("resolvent._rounds",),
+    ),
+    # A resolver fails on a plan's first (interpreted) call: its error gets the chain.
+    "a failure": (
+        """
+async def broken() -> str:
+    raise ValueError("boom")
+
+async def use(value: Annotated[str, Resolve(broken)]) -> str:
+    return value
+
+async def main() -> None:
+    try:
+        await container.run(use)
+    except ValueError as error:
+        assert any("raised by" in note for note in error.__notes__), error.__notes__
+    else:
+        raise AssertionError("the failure was lost")
+
+anyio.run(main)
+""",
+        ("resolvent._failures",),
+    ),
+    # A finalizer fails: the caller receives the error, and the log says which one.
+    "a failed teardown": (
+        """
+async def resource() -> AsyncIterator[str]:
+    yield "r"
+    raise ValueError("teardown")
+
+async def use(value: Annotated[str, Resolve(resource)]) -> str:
+    return value
+
+async def main() -> None:
+    try:
+        async with container.call() as call:
+            assert await call.run(use) == "r"
+    except ValueError as error:
+        assert str(error) == "teardown"
+    else:
+        raise AssertionError("the teardown's failure was lost")
+
+anyio.run(main)
+""",
+        ("resolvent._log",),
     ),
 }
 

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ._errors import ResolventError
-from ._log import logger
 
 if TYPE_CHECKING:
     import asyncio
@@ -41,6 +40,8 @@ class Start:
         if self.error is None or self.reported:
             return
         self.reported = True
+        from ._log import logger  # only when something failed
+
         logger.error(
             "resolvent: %s (%r) failed to start; the next call will try again",
             step.name,

@@ -15,7 +15,6 @@ import anyio
 from ._annotations import NO_DEFAULT
 from ._cache import LiveScope
 from ._context import adopt, keep
-from ._failures import explain
 from ._kinds import Kind
 from ._questions import QUESTION_KINDS, Answered, as_outcome
 from ._resources import enter
@@ -163,6 +162,8 @@ async def _interpret(
             try:
                 vals[step.index] = await run_step(step, vals, call, args, values, app, session)
             except BaseException as exc:
+                from ._failures import explain  # only when something failed
+
                 error = explain(exc, plan, step.index, args, values)
                 if error is exc:
                     raise
@@ -203,6 +204,8 @@ async def interpret_alone(
                 if value is MISSING:
                     value = await live.create(step, step.key, functools.partial(step.fn, **kwargs))
         except BaseException as exc:
+            from ._failures import explain  # only when something failed
+
             error = explain(exc, plan, step.index, args, values)
             if error is exc:
                 raise
@@ -258,6 +261,8 @@ async def run_concurrently(
         try:
             vals[index] = await run_step(steps[index], vals, call, args, values, app, session)
         except BaseException as exc:
+            from ._failures import explain  # only when something failed
+
             error = explain(exc, plan, index, args, values)
             if not isinstance(error, cancelled):
                 failures.append(error)

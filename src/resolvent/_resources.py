@@ -19,7 +19,6 @@ from ._context import InContext, adopt, keep
 from ._errors import ResolventError
 from ._home import spawn_home
 from ._kinds import Kind
-from ._log import logger
 from ._shield import here
 from ._teardown import Exits, Held, close_resources, finalize, finalize_sync, settle
 from ._threads import abandonable
@@ -336,6 +335,8 @@ class _ThreadedSetup:
                 late = self.abandoned
             self.done.set()
             if late:  # nobody waits for it any more: report it
+                from ._log import logger  # only when something failed
+
                 logger.error(
                     "resolvent: %s failed to start after it was abandoned",
                     self.step.name,
@@ -374,6 +375,8 @@ class _ThreadedSetup:
         try:
             finalize_sync(self.step, self.obj, None)
         except BaseException as error:
+            from ._log import logger  # only when something failed
+
             logger.failed(
                 "resolvent: teardown of %s (abandoned setup) failed", self.step.name, error=error
             )

@@ -14,7 +14,6 @@ import anyio.to_thread
 
 from ._context import InContext, Restore
 from ._kinds import Kind
-from ._log import logger
 from ._shield import begin, insert, outer_cancelled, resume
 
 if TYPE_CHECKING:
@@ -130,6 +129,8 @@ async def close_resources(
             try:
                 await finalize(step, obj, exc)
             except BaseException as error:
+                from ._log import logger  # only when something failed
+
                 logger.failed("resolvent: teardown of %s failed", step.name, error=error)
                 errors.append(error)
     return errors
@@ -241,6 +242,8 @@ def _failed(
         return
     if exc is not None and _only(error, exc):
         return
+    from ._log import logger  # only when something failed
+
     logger.failed("resolvent: teardown of %s failed", step.name, error=error)
     errors.append(error)
 
