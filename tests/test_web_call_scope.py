@@ -176,3 +176,146 @@ async def test_without_fastapis_request_stack_the_call_scope_covers_the_function
         assert await user_tx(**{name: Request(scope)}) == 1
         assert events == ["begin 1", "saw 1", "commit 1"]
         assert "resolvent.calls" not in scope or not scope["resolvent.calls"]
+
+
+# -- a route alone in its request -------------------------------------------------------
+# A route's own function that is first in its request to enter resolvent runs with no
+# call scope object (nothing after it in the request can share its values); these pin
+# what that path keeps: sharing where the route is also a dependency, resources open
+# until the response is sent, fresh values per request, and overrides.
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", WEB_MODES)
+def test_a_route_that_is_also_its_own_router_dependency_shares_the_call_scope(
+    mode: str, backend: str
+) -> None:
+    events: list[str] = []
+    app, container, transaction = transaction_app(events, mode)
+    seen: list[int] = []
+
+    @inject(container)
+    async def route(tx: Annotated[int, Resolve(transaction)]) -> int:
+        seen.append(tx)
+        return tx
+
+    router = APIRouter(dependencies=[Depends(route)])
+    router.get("/tx")(route)
+    app.include_router(router)
+    with TestClient(app, backend=backend) as client:
+        assert client.get("/tx").json() == 1
+        assert client.get("/tx").json() == 2
+    assert seen == [1, 1, 2, 2]  # as the dependency, then as the route
+    assert events == ["begin 1", "commit 1", "begin 2", "commit 2"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", WEB_MODES)
+def test_a_route_resource_holding_a_task_group_stays_open_until_the_response_is_sent(
+    mode: str, backend: str
+) -> None:
+    """A CALL resource that keeps a task group (and its background task) open across its
+    ``yield`` is set up in a task of its own; the response streams from it, then it
+    closes, its task group with it."""
+    import anyio
+    from starlette.responses import StreamingResponse
+
+    events: list[str] = []
+    container = make_container(mode)
+
+    async def feed() -> AsyncIterator[list[str]]:
+        chunks: list[str] = []
+        async with anyio.create_task_group() as group:
+            ready = anyio.Event()
+
+            async def produce() -> None:
+                chunks.extend(["a", "b"])
+                ready.set()
+                await anyio.sleep_forever()
+
+            group.start_soon(produce)
+            await ready.wait()
+            events.append("open")
+            try:
+                yield chunks
+            finally:
+                events.append("close")
+                group.cancel_scope.cancel()
+
+    app = FastAPI(lifespan=container.lifespan)
+
+    @app.get("/stream")
+    @inject(container)
+    async def stream(chunks: Annotated[list[str], Resolve(feed)]) -> StreamingResponse:
+        async def body() -> AsyncIterator[str]:
+            for chunk in chunks:
+                events.append(f"send {chunk}")
+                yield chunk
+
+        return StreamingResponse(body())
+
+    with TestClient(app, backend=backend) as client:
+        assert client.get("/stream").text == "ab"
+        assert client.get("/stream").text == "ab"
+    assert events == ["open", "send a", "send b", "close"] * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", ["tiered", *WEB_MODES])
+def test_a_route_without_resources_resolves_each_request_afresh(mode: str, backend: str) -> None:
+    """A route whose plan opens nothing: each request gets its own values, and a
+    resolver two parameters need runs once per request (past the requests a plan is
+    interpreted for, into its generated code)."""
+    container = Container() if mode == "tiered" else make_container(mode)
+    runs: list[str] = []
+
+    async def tenant(request: Request) -> str:
+        runs.append(request.headers["x-tenant"])
+        return request.headers["x-tenant"]
+
+    async def greeting(who: Annotated[str, Resolve(tenant)]) -> str:
+        return f"hello {who}"
+
+    app = FastAPI(lifespan=container.lifespan)
+
+    @app.get("/hello")
+    @inject(container)
+    async def hello(
+        who: Annotated[str, Resolve(tenant)], text: Annotated[str, Resolve(greeting)]
+    ) -> list[str]:
+        return [who, text]
+
+    names = [f"t{i}" for i in range(6)]
+    with TestClient(app, backend=backend) as client:
+        got = [client.get("/hello", headers={"x-tenant": name}).json() for name in names]
+    assert got == [[name, f"hello {name}"] for name in names]
+    assert runs == names
+
+
+@pytest.mark.parametrize("mode", WEB_MODES)
+async def test_an_override_reaches_a_route_already_started_without_a_call_scope(
+    anyio_backend: str, mode: str
+) -> None:
+    """Overrides entered after a route served requests apply to the requests made in
+    their block, and only there."""
+    import httpx
+
+    events: list[str] = []
+    app, container, transaction = transaction_app(events, mode)
+
+    async def fake() -> int:
+        return -1
+
+    @app.get("/tx")
+    @inject(container)
+    async def route(tx: Annotated[int, Resolve(transaction)]) -> int:
+        return tx
+
+    transport = httpx.ASGITransport(app=app)
+    async with container, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        got = [(await client.get("/tx")).json() for _ in range(3)]
+        with container.override(transaction, fake):
+            got.append((await client.get("/tx")).json())
+        got.append((await client.get("/tx")).json())
+    assert got == [1, 2, 3, -1, 4]
+    assert events == [e for n in (1, 2, 3, 4) for e in (f"begin {n}", f"commit {n}")]

@@ -159,14 +159,19 @@ def generate(
     A fourth, ``entry``, is what `Container.run` starts: ``run`` (or ``direct``, when
     the plan has CALL resources) for a call with no call scope, no framework values and
     no session, which it does not take: ``entry(args, body)``, or ``entry(app, args,
-    body)`` for a plan with APP values (the container binds *app*).
+    body)`` for a plan with APP values (the container binds *app*). A fifth, ``kept``, is
+    ``direct`` that leaves the CALL resources open: it takes, as *call*, the exits (an
+    `Exits`) where it lists each one once open, and the caller closes them later (a web
+    request's, after its response is sent), also when this function raises; it takes no
+    call scope, so it records no value for one to share.
     Returns its source and, with *build*, the compiled function; a failure inside it is
     mapped back to its step by line number.
     """
     scopes = {s.scope for s in steps}
     call_resources = any(s.kind.is_resource and s.scope is Scope.CALL for s in steps)
     entry = variant == "entry"
-    direct = variant == "direct" or (entry and call_resources)
+    kept = variant == "kept"
+    direct = variant == "direct" or kept or (entry and call_resources)
     w = _Writer()
     ns = w.namespace
     if entry:
@@ -292,6 +297,8 @@ def generate(
                     body.append((f"{pad}    {v} = await open_({s}, {r})", step.index))
                 else:
                     body.append((f"{pad}{v} = await open_({s}, {r})", step.index))
+                if kept:  # open: the caller's exits close it, later
+                    body.append((f"exits.append(({s}, {r}))", step.index))
                 # Not listed in `exits` (only a holder cancelled while opening is, by
                 # `hold`): the teardown below knows them, and a failure lists those open.
             else:
@@ -311,9 +318,12 @@ def generate(
         w.emit(f"async def {variant}(args, values, call, app, session, body):")
     else:
         w.emit(f"async def entry({'app, ' if Scope.APP in scopes else ''}args, body):")
-    # `direct` wraps the resolution and the call in the teardown of its resources.
-    pad = "    " * (1 + direct)
-    if direct:
+    # `direct` wraps the resolution and the call in the teardown of its resources;
+    # `kept` leaves them open in the exits it is given as *call*.
+    pad = "    " * (1 + (direct and not kept))
+    if kept:
+        w.emit("    exits, call = call, None")
+    elif direct:
         # As a call scope does (see `Exits`): a cancel scope entered below every resource
         # is shielded for the teardown, so a provider's own scopes are left in order.
         w.emit("    exits = []")
@@ -356,7 +366,7 @@ def generate(
             test, named = _root_call(w, inputs, steps, root_name, arguments)
             w.emit(f"{pad}if {test}: ret = {awaits}body({named})")
             w.emit(f"{pad}else: ret = {awaits}body({spread})")
-    if direct:
+    if direct and not kept:
         # The call's exception (a resolver's, mapped, or the handler's) is thrown into
         # each finalizer, as `async with call` would; their own errors become notes.
         resources = [t for t in steps if t.scope is Scope.CALL and t.kind.is_resource]

@@ -108,7 +108,7 @@ class _PlanCode:
         return is_cold(run)
 
     def function(self, plan: Plan, variant: str) -> Callable[..., Any] | None:
-        if variant == "direct" and not direct_shape(plan.steps):
+        if (variant == "direct" or variant == "kept") and not direct_shape(plan.steps):
             return None
         return _generate(plan, variant, build=True)[1]
 

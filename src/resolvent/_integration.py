@@ -53,7 +53,7 @@ from ._startup import register_start_check
 from ._stores import StateKey, StateStore
 from ._stores.memory import MemoryStore
 from ._stores.opener import open_store
-from ._teardown import settle
+from ._teardown import Kept, settle
 
 __all__ = (
     "HANDLER",
@@ -63,6 +63,7 @@ __all__ = (
     "Asker",
     "CallTimeout",
     "InvalidSignature",
+    "Kept",
     "LiveScope",
     "MemoryStore",
     "Outcome",
@@ -86,6 +87,7 @@ __all__ = (
     "forget_plans",
     "inline",
     "is_cold",
+    "kept_start",
     "lenient_hints",
     "logger",
     "normalize_outcome",
@@ -158,6 +160,13 @@ def enter_override(block: OverrideBlock) -> None:
 
 
 # -- plans ------------------------------------------------------------------------------------
+
+
+def kept_start(plan: Plan) -> Callable[..., Any] | None:
+    """*plan*'s generated ``kept`` function, made now: ``direct`` that leaves the CALL
+    resources open in the `Kept` it takes as its *call*, for the caller to close later;
+    None if a resource of *plan* needs a call scope (see `direct_shape`)."""
+    return plan.code.function(plan, "kept")
 
 
 def on_hot(plan: Plan, callback: Callable[[Callable[..., Any]], None]) -> None:

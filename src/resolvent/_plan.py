@@ -83,7 +83,8 @@ if TYPE_CHECKING:
 
         def function(self, plan: Plan, variant: str) -> Callable[..., Any] | None:
             """*plan*'s generated *variant*, compiled now: ``"run"``, ``"resolve"``,
-            ``"direct"`` (None if a CALL resource of *plan* needs a call scope) or ``"entry"``."""
+            ``"direct"`` or ``"kept"`` (None if a CALL resource of *plan* needs a call
+            scope), or ``"entry"``."""
             ...
 
         def source(self, plan: Plan, variant: str) -> str:

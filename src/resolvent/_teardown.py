@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = (
     "Exits",
     "Held",
+    "Kept",
     "close_guarded",
     "close_now",
     "close_resources",
@@ -101,6 +102,28 @@ class Exits(list[tuple["Step", Any]]):
         except anyio.get_cancelled_exc_class():
             if failing is None:
                 raise
+
+
+class Kept(Exits):
+    """The CALL resources a plan's generated ``kept`` function opened, closed when the
+    caller is done with them: by `close`, or as an exit of an exit stack (``__aexit__``).
+
+    Made where a call scope would be entered (its teardown is shielded the same way, see
+    `Exits`), before the plan starts: make it, hand its exit on at once (a failing
+    resolution closes what opened), then start the plan with it.
+    """
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.guard = begin()
+
+    async def __aenter__(self) -> Kept:
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        await self.close(exc)
 
 
 class Held:

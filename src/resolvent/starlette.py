@@ -33,9 +33,21 @@ from starlette.requests import HTTPConnection, Request
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from . import Call, Container, InvalidSignature
+from . import Call, Container, InvalidSignature, Plan
 from . import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope
-from ._integration import HANDLER, argument_parameters, shown_hints
+from ._integration import (
+    HANDLER,
+    Kept,
+    app_scope,
+    argument_parameters,
+    current_plan,
+    is_cold,
+    kept_start,
+    on_hot,
+    override_state,
+    ready_table,
+    shown_hints,
+)
 
 __all__ = ("inject",)
 
@@ -84,7 +96,8 @@ def inject(container: Container) -> Callable[[F], F]:
 
 
 def _values(connection: HTTPConnection) -> dict[Any, Any]:
-    return {WebSocket if isinstance(connection, WebSocket) else Request: connection}
+    # By the ASGI scope's type: an isinstance test of a Mapping subclass costs a frame.
+    return {WebSocket if connection.scope["type"] == "websocket" else Request: connection}
 
 
 def _request_calls(connection: HTTPConnection) -> dict[Container, Call]:
@@ -161,6 +174,74 @@ class _Leave(contextlib.AbstractAsyncContextManager[None]):
         await self.call.__aexit__(exc_type, exc, tb)
 
 
+class _Alone:
+    """How a route starts its plan with no call scope object, when nothing else in the
+    request can share its CALL values (see `_wrap`): its checked start, kept in the
+    container's table of them (`ready_table`), which the container empties whenever it
+    may be wrong (a new provider, ``concurrent`` or ``call_timeout`` set, the APP scope
+    closing)."""
+
+    __slots__ = ("container", "kept", "plan", "ready", "routes", "start", "wrapper")
+
+    def __init__(self, container: Container, plan: Plan) -> None:
+        self.container = container
+        self.plan = plan
+        self.ready = ready_table(container)
+        self.start: Callable[..., Any] | None = None
+        self.kept = False  # whether `start` is a ``kept`` function (it takes a `Kept`)
+        self.wrapper: Callable[..., Any] | None = None
+        # FastAPI routes by id (a route is unhashable): whether it calls the wrapper as
+        # its endpoint, and nowhere among its dependencies.
+        self.routes: dict[int, tuple[Any, bool]] = {}
+
+    def last_in(self, route: Any) -> bool:
+        """Whether *route* (the request's FastAPI route) calls the wrapper as its endpoint
+        and nowhere among its dependencies: then when the wrapper runs, every dependency
+        of the request has been solved, and nothing after it enters resolvent."""
+        entry = self.routes.get(id(route))
+        if entry is not None and entry[0] is route:
+            return bool(entry[1])
+        last = _unbound(getattr(route, "endpoint", None)) is self.wrapper
+        dependant = getattr(route, "dependant", None)
+        if dependant is None:
+            last = False
+        pending = list(getattr(dependant, "dependencies", ()))
+        while last and pending:
+            dependency = pending.pop()
+            last = _unbound(getattr(dependency, "call", None)) is not self.wrapper
+            pending.extend(getattr(dependency, "dependencies", ()))
+        if len(self.routes) >= 256:
+            self.routes.clear()  # bounded: a forgotten route is looked at again
+        self.routes[id(route)] = (route, last)
+        return last
+
+    def prepare(self) -> Callable[..., Any] | None:
+        """The start for this request, checked, or None: take a call scope."""
+        container = self.container
+        if container.concurrent or container.call_timeout is not None:
+            return None  # branches and deadlines run in a call scope
+        plan = current_plan(container, self.plan)
+        if plan.overrides is not None:
+            return None
+        if plan.scopes - {Lifetime.CALL} and app_scope(container) is None:
+            return None  # the call scope says what is wrong
+        if plan is not self.plan or self.start is None:
+            start = kept_start(plan) if plan.needs_call else plan.run_fn
+            if start is None:  # a resource needs a call scope
+                return None
+            self.plan, self.start, self.kept = plan, start, plan.needs_call
+            if is_cold(start):  # interpreted until hot: then start the generated code
+                on_hot(plan, functools.partial(self._hot, plan))
+        self.ready[self] = self.start
+        return self.start
+
+    def _hot(self, plan: Plan, function: Callable[..., Any]) -> None:
+        if self.plan is plan:  # not a plan an override or a new provider replaced since
+            if self.ready.get(self) is self.start:
+                self.ready[self] = function
+            self.start = function
+
+
 def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     plan = container.compile(fn)
     if Lifetime.SESSION in plan.scopes:
@@ -189,6 +270,10 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
             response = await call.run(plan, **bound)
             await response(scope, receive, send)
 
+    alone = _Alone(container, plan)
+    ready = alone.ready
+    blocks, overrides = override_state(container)
+
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         connection: HTTPConnection | None = kwargs.pop(_CONNECTION, None)
         if connection is not None:
@@ -197,6 +282,30 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
             # the core and the MCP adapter.
             if args:  # a method, bound to its instance
                 kwargs.update(_bind(plan.name, instance, args))
+            scope = connection.scope
+            calls = scope.get(_CALLS)
+            if not calls or container not in calls:
+                # The route's own function, first in its request to enter resolvent:
+                # FastAPI has solved every dependency by now, so nothing else in the
+                # request can share its CALL values, and it needs no call scope object.
+                # Its CALL resources close on FastAPI's request exit stack, after the
+                # response, as the call scope's would.
+                stack = scope.get(_REQUEST_STACK)
+                if (
+                    stack is not None
+                    and alone.last_in(scope.get("route"))
+                    and not (blocks and overrides.get() is not None)
+                ):
+                    start = ready.get(alone)
+                    if start is None:
+                        start = alone.prepare()
+                    if start is not None:
+                        app = app_scope(container)
+                        if not alone.kept:
+                            return await start(kwargs, _values(connection), None, app, None, fn)
+                        kept = Kept()
+                        stack.push_async_exit(kept)
+                        return await start(kwargs, _values(connection), kept, app, None, fn)
             held = await _held_call(container, connection)
             if held is not None:
                 return await held.run(plan, **kwargs)
@@ -214,6 +323,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
                 return await call.run(plan, **bound)
         return functools.partial(respond, connection, bound)
 
+    alone.wrapper = wrapper
     if _has_fastapi():  # FastAPI passes a parameter annotated so the request itself
         params.insert(
             0,
@@ -273,6 +383,11 @@ def _bind(name: str, instance: str | None, args: Sequence[Any]) -> dict[str, Any
         "only, a method its instance and the request.\n"
         "  fix: use it as a Starlette endpoint, an HTTPEndpoint method or a FastAPI route"
     )
+
+
+def _unbound(fn: Any) -> Any:
+    """*fn*'s function if it is a bound method, else *fn*."""
+    return getattr(fn, "__func__", fn)
 
 
 def _has_fastapi() -> bool:
