@@ -126,10 +126,9 @@ class _Compiler:
 
     def target(self, param: Param, marker: Resolve, consumer: Hashable | None) -> Hashable:
         """The node for *marker* on *param* of *consumer*, created if new."""
-        where = f"parameter {param.name!r} of {name_of(self, consumer)}"
         replaced: int | None = None
         if marker.fn is None:
-            fn, replaced = self._by_type(param, where, consumer)
+            fn, replaced = self._by_type(param, consumer)
         else:
             fn = marker.fn
         key = resolver_key(fn)
@@ -157,7 +156,7 @@ class _Compiler:
         return key
 
     def _by_type(
-        self, param: Param, where: str, consumer: Hashable | None
+        self, param: Param, consumer: Hashable | None
     ) -> tuple[Callable[..., Any], int | None]:
         tp = param.bare
         found = self.overrides.by_type.get(tp)
@@ -166,6 +165,7 @@ class _Compiler:
         offered = self.registry.for_type(tp)
         if len(offered) == 1:
             return offered[0].fn, None
+        where = f"parameter {param.name!r} of {name_of(self, consumer)}"
         if not offered:
             raise no_provider(self, self.registry, where, tp, consumer, param.name)
         raise ambiguous(self, offered, where, tp, consumer, param.name)
@@ -260,16 +260,16 @@ class _Compiler:
             below.append(entry.closure)
         # The walk creates a node's children when it enters the node, then walks each
         # child's sub-graph in turn, skipping what it has met: first come first kept.
-        creations: dict[Hashable, tuple[Hashable, Hashable, str, Provider]] = {}
+        creations: dict[Hashable, _Node | tuple[Hashable, str, Provider]] = {}
         for (param, child), provider in zip(found.edges, found.children, strict=True):
             if child not in creations:
-                creations[child] = (child, key, param.name, provider)
+                creations[child] = (key, param.name, provider)
         post: dict[Hashable, tuple[Hashable, Provider, Any, Any]] = {}
         values: dict[Any, None] = dict.fromkeys(found.values)
         for closure in below:
-            for made in closure.creations:
-                if made[0] not in creations:
-                    creations[made[0]] = made
+            for shared in closure.creations:
+                if shared.key not in creations:
+                    creations[shared.key] = shared
             for item in closure.post:
                 if item[0] not in post:
                     post[item[0]] = item
@@ -277,7 +277,15 @@ class _Compiler:
                 return
             values.update(dict.fromkeys(closure.values))
         post[key] = (key, found.provider, found.edges, found.inputs)
-        found.closure = Closure(tuple(creations.values()), tuple(post.values()), tuple(values))
+        made_here: list[_Node] = []
+        for child, made in creations.items():
+            if isinstance(made, _Node):
+                made_here.append(made)
+                continue
+            parent, param_name, provider = made  # a child of *key*: its node, complete
+            _, _, edges, inputs = post[child]
+            made_here.append(_Node(provider, child, None, parent, param_name, None, edges, inputs))
+        found.closure = Closure(tuple(made_here), tuple(post.values()), tuple(values))
 
     def splice(self, key: Hashable, state: dict[Hashable, int], post: list[Hashable]) -> bool:
         """Add *key*'s kept sub-graph (see `close`) to this plan without walking it: the
@@ -300,9 +308,9 @@ class _Compiler:
                 node = nodes.get(item[0])
                 if node is not None and node.provider is not item[1]:
                     return False
-        for child, parent, param, provider in closure.creations:
-            if child not in nodes:
-                nodes[child] = _Node(provider, child, None, parent, param)
+        for made in closure.creations:
+            if made.key not in nodes:
+                nodes[made.key] = made  # shared, complete: never expanded here
         used = self.used_values
         for declared in closure.values:
             if declared not in used:
@@ -312,8 +320,9 @@ class _Compiler:
             if sub not in state:
                 state[sub] = 2
                 node = nodes[sub]
-                node.edges = item[2]
-                node.inputs = item[3]
+                if node.edges is None:  # a node of this plan's own (the resolver's, say)
+                    node.edges = item[2]
+                    node.inputs = item[3]
                 post.append(sub)
         return True
 
@@ -367,7 +376,21 @@ class _Compiler:
                     self.close(key)
                     stack.pop()
                     edges_of.pop()
-        if any(_threaded(nodes[key]) for key in post):
+        # What the plan holds, in one pass: its scopes, and whether a CALL step is a
+        # resource or runs in a worker thread.
+        scopes: set[Scope] = set()
+        call_resources = call_threads = False
+        for key in post:
+            provider = nodes[key].provider
+            scope = provider.scope
+            scopes.add(scope)
+            if scope is Scope.CALL:
+                kind = provider.info.kind
+                if kind is Kind.SYNC:
+                    call_threads = call_threads or not provider.inline
+                elif kind is not Kind.ASYNC:
+                    call_resources = True
+        if call_threads:
             from ._toposort import toposort  # needed only when a step runs in a thread
 
             order = toposort(
@@ -379,21 +402,29 @@ class _Compiler:
             # With no worker-thread step the sort keeps the walk's post-order as it is
             # (every key's children come before it, and ties go to the earlier key).
             order = post
-        return self.build(order, root_inputs, tuple(arguments))
+        steps, inputs = self.build(order, root_inputs)
+        return Graph(
+            self.root,
+            steps,
+            inputs,
+            tuple(arguments),
+            tuple(self.used_values),
+            frozenset(scopes),
+            call_resources,
+            call_threads,
+        )
 
     def build(
-        self,
-        order: list[Hashable],
-        root_inputs: list[Input | tuple[Param, Hashable]],
-        arguments: tuple[str, ...],
-    ) -> Graph:
+        self, order: list[Hashable], root_inputs: list[Input | tuple[Param, Hashable]]
+    ) -> tuple[tuple[Step, ...], tuple[Input, ...]]:
+        """The plan's steps in *order*, and the root's inputs."""
         index = {key: i for i, key in enumerate(order)}
         taints: dict[Hashable, frozenset[int]] = {}
         wire_seen: dict[str, int] = {}
         steps: list[Step] = []
         nodes = self.nodes
         overridden = self.overrides is not NO_OVERRIDES
-        bases = self.registry.wire_bases
+        templates = self.registry.step_templates
         for i, key in enumerate(order):
             node = nodes[key]
             taint = _NO_TAINT  # nothing is replaced
@@ -408,18 +439,16 @@ class _Compiler:
                     taints[key] = taint
                     refuse_unclosable(self, node, taint, self.overrides.plain)
             provider = node.provider
-            info = provider.info
-            fn = info.fn
-            known = bases.get(key)
-            if known is not None and known[0] is fn:
-                base = known[1]
-            else:
-                base = _wire_base(fn)
-                if len(bases) >= _MAX_BASES:
-                    bases.clear()
-                bases[key] = (fn, base)
+            template = templates.get(key)
+            if template is None or template[0] is not provider:
+                template = _template(provider)
+                if len(templates) >= _MAX_BASES:
+                    templates.clear()
+                templates[key] = template
+            _, fn, name, scope, kind, inline, may_ask, base, awaits = template
             count = wire_seen.get(base, 0)
             wire_seen[base] = count + 1
+            parent = node.parent
             steps.append(
                 # Positional, in field order (a step per resolver per plan: keywords
                 # cost twice as much): index, fn, name, key, scope, kind, inline,
@@ -427,28 +456,20 @@ class _Compiler:
                 Step(
                     i,
                     fn,
-                    info.name,
+                    name,
                     ("override", taint, key) if taint else key,
-                    provider.scope,
-                    info.kind,
-                    # An async factory made its context manager on the event loop:
-                    # it is entered and exited there too, not in a worker thread.
-                    provider.inline or info.awaits,
-                    info.may_ask and provider.scope is Scope.CALL,
+                    scope,
+                    kind,
+                    inline,
+                    may_ask,
                     _inputs(node.inputs, index),
                     base if count == 0 else f"{base}#{count}",
-                    index[node.parent] if node.parent is not None else -1,
+                    index[parent] if parent is not None else -1,
                     node.param,
-                    info.awaits,
+                    awaits,
                 )
             )
-        return Graph(
-            root=self.root,
-            steps=tuple(steps),
-            inputs=_inputs(root_inputs, index),
-            arguments=arguments,
-            value_types=tuple(self.used_values),
-        )
+        return tuple(steps), _inputs(root_inputs, index)
 
 
 def _inputs(
@@ -479,7 +500,8 @@ def _inputs(
 
 _STEP_INPUTS: dict[tuple[str, int], Input] = {}
 _MAX_BASES = 4096
-"""Entries a compile cache keeps (wire keys, shared inputs): bounded, as the plan cache is."""
+"""Entries a compile cache keeps (step templates, shared inputs): bounded, as the plan
+cache is."""
 
 _NO_TAINT: frozenset[int] = frozenset()
 
@@ -502,6 +524,26 @@ def _threaded(node: _Node) -> bool:
     """Whether *node*'s step runs in a worker thread (a plain sync CALL function)."""
     provider = node.provider
     return provider.info.kind is Kind.SYNC and not provider.inline and provider.scope is Scope.CALL
+
+
+def _template(provider: Provider) -> tuple[Any, ...]:
+    """What every step of *provider* holds, whatever plan it is in: the provider (what
+    the template is valid for), fn, name, scope, kind, inline, may_ask, the wire key's
+    base and awaits, as `Step` takes them."""
+    info = provider.info
+    return (
+        provider,
+        info.fn,
+        info.name,
+        provider.scope,
+        info.kind,
+        # An async factory made its context manager on the event loop: it is entered
+        # and exited there too, not in a worker thread.
+        provider.inline or info.awaits,
+        info.may_ask and provider.scope is Scope.CALL,
+        _wire_base(info.fn),
+        info.awaits,
+    )
 
 
 def _wire_base(fn: Any) -> str:

@@ -12,7 +12,6 @@ from ._errors import CallTimeout
 from ._interpreter import interpret, interpret_alone, run_concurrently, run_step
 from ._plan import Step, direct_shape
 from ._questions import Asker
-from ._scopes import Scope
 from ._sharing import MISSING, Sharing
 
 if TYPE_CHECKING:
@@ -45,13 +44,11 @@ class _NoCall:
         return await answer  # never called: `ask` finds nobody to ask first
 
 
-def cold_shape(steps: tuple[Step, ...], root_threaded: bool) -> bool:
-    """True if *steps* can start interpreted: the interpreter runs them exactly as the
-    generated ``run`` does (no CALL resource to enter, no worker-thread step whose hops
-    the generated code would share, a handler called on the loop)."""
-    return not root_threaded and all(
-        s.scope is not Scope.CALL or not (s.kind.is_resource or s.threaded) for s in steps
-    )
+def cold_shape(root_threaded: bool, call_resources: bool, call_threads: bool) -> bool:
+    """True if a plan can start interpreted: the interpreter runs it exactly as the
+    generated ``run`` does (no CALL resource to enter, no worker-thread CALL step whose
+    hops the generated code would share, a handler called on the loop)."""
+    return not (root_threaded or call_resources or call_threads)
 
 
 def is_cold(run: Any) -> bool:

@@ -69,6 +69,11 @@ class Graph:
     inputs: tuple[Input, ...]
     arguments: tuple[str, ...]
     value_types: tuple[Any, ...]
+    scopes: frozenset[Scope]
+    call_resources: bool
+    """Some CALL step is a resource (entered, torn down when the call ends)."""
+    call_threads: bool
+    """Some CALL step is a plain sync function run in a worker thread."""
 
 
 if TYPE_CHECKING:

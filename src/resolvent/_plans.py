@@ -110,7 +110,7 @@ class PlanCache:
         # unless it is marked `inline`.
         threaded = graph.root.kind is Kind.SYNC and not is_inline(fn)
         run_fn: Callable[..., Any] | None
-        if self.tiered and cold_shape(steps, threaded):
+        if self.tiered and cold_shape(threaded, graph.call_resources, graph.call_threads):
             # Interpreted until it is called again: see `cold_runner`.
             run_fn = cold_runner(ref)
         else:
@@ -134,10 +134,10 @@ class PlanCache:
             inputs=graph.inputs,
             arguments=graph.arguments,
             value_types=graph.value_types,
-            scopes=frozenset(s.scope for s in steps),
+            scopes=graph.scopes,
             # Only CALL resources need a scope: `run` has nobody to ask, so a resolver
             # that may ask (one without a return annotation, say) is checked per value.
-            needs_call=any(s.scope is Scope.CALL and s.kind.is_resource for s in steps),
+            needs_call=graph.call_resources,
             generation=self.generation,
             fn_is_async=is_async,
             run_fn=run_fn,
@@ -215,7 +215,7 @@ class PlanCache:
             inputs=graph.inputs,
             arguments=graph.arguments,
             value_types=graph.value_types,
-            scopes=frozenset(s.scope for s in graph.steps),
+            scopes=graph.scopes,
             needs_call=False,
             generation=self.generation,
             fn_is_async=True,

@@ -73,9 +73,11 @@ class Closure:
     indexes, the first consumer of each node); nothing here is re-read or re-checked.
     """
 
-    creations: tuple[tuple[Hashable, Hashable, str, Provider], ...]
-    """(key, first consumer, its parameter, provider) for every node below the
-    resolver, in the order the walk creates them."""
+    creations: tuple[Any, ...]
+    """The compiler's node for every resolver below this one, in the order the walk
+    creates them, with its first consumer, edges and inputs as a walk from this resolver
+    alone gives them. Shared by every plan the sub-graph is spliced into, so never
+    changed (the compiler's `splice`)."""
     post: tuple[tuple[Hashable, Provider, Any, Any], ...]
     """(key, provider, edges, inputs) of every node, the resolver last: the walk's
     post-order."""
@@ -109,9 +111,10 @@ class Registry:
         # the container's plans whenever a registration changes.
         self.expansions: dict[Hashable, Expansion] = {}
         self._epochs = (markers_epoch(), inline_epoch())
-        # key -> (function, its question key on the wire): what compiling a step costs
-        # once per resolver; checked against the function, so never stale.
-        self.wire_bases: dict[Hashable, tuple[Any, str]] = {}
+        # key -> what every step of the resolver holds in any plan (its provider first,
+        # the wire key's base among it): made once per reading, checked against the
+        # provider, so never stale.
+        self.step_templates: dict[Hashable, tuple[Any, ...]] = {}
 
     def add(
         self,
