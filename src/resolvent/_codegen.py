@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import sys
-import types
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -29,12 +27,6 @@ if TYPE_CHECKING:
 __all__ = ("generate",)
 
 _counter = itertools.count()
-# CPython 3.11 specializes a code object's instructions (PEP 659) only from its eighth
-# call on; before that each step's resolver is a dictionary lookup, which doubles the
-# cost of a large plan's first calls. Generated code runs once its plan is hot, so it
-# is warmed up: `_warm` calls it this many times, stopping at its first line.
-# Later versions specialize from the first calls by themselves.
-_WARM_CALLS = 7 if sys.version_info[:2] == (3, 11) else 0
 _NO_VALUES: Mapping[Any, Any] = MappingProxyType({})  # an entry's (see `generate`)
 
 
@@ -427,28 +419,4 @@ def generate(
     ns["LINES"] = (code_name, w.line_steps)
     exec(compile(source, code_name, "exec", dont_inherit=True), ns)
     function: Callable[..., Any] = ns[variant]
-    if _WARM_CALLS:
-        _warm(function, is_async=True)
-        for number in range(len(blocks)):
-            if f"block{number}" in ns:  # a worker-thread block: a plain function
-                _warm(ns[f"block{number}"], is_async=False)
     return source, function
-
-
-def _warm(function: Callable[..., Any], *, is_async: bool) -> None:
-    """Count `_WARM_CALLS` calls of *function*'s code without running any of it: a copy
-    over empty globals (no resolver, no helper, no builtin), given None for every
-    argument, stops with an error at the first name or argument it uses, before
-    anything can happen. Its first real call is then the one the interpreter
-    specializes in."""
-    code = function.__code__
-    copy = types.FunctionType(code, {"__builtins__": {}})
-    nones = (None,) * code.co_argcount
-    for _ in range(_WARM_CALLS):
-        try:
-            if is_async:
-                copy(*nones).send(None)
-            else:
-                copy(*nones)
-        except Exception:
-            pass
