@@ -124,9 +124,20 @@ async def _batch(once: Callable[[], Awaitable[Any]], n: int, collect: bool = Tru
         gc.enable()
 
 
+# Untimed calls before calibrating: CPython 3.11 specializes a function's bytecode only from
+# its eighth call, so an implementation whose batches hold one call (the 10,000 chain) would
+# otherwise be timed unspecialized in its first rounds, and which ones depends on how its
+# first calls were spent (resolvent interprets a plan's first calls; hand-written code does
+# not). Every implementation is timed as it runs in a server that has served a few requests.
+WARM_CALLS = 16
+
+
 async def _calibrate(once: Callable[[], Awaitable[Any]], batch_ns: int) -> tuple[int, int]:
-    """The batch size whose duration reaches *batch_ns*, and the calls made finding it."""
-    n, made = 1, 0
+    """The batch size whose duration reaches *batch_ns*, and the calls made finding it
+    (after `WARM_CALLS` untimed ones)."""
+    for _ in range(WARM_CALLS):
+        await once()
+    n, made = 1, WARM_CALLS
     while True:
         took = await _batch(once, n, collect=False)
         made += n
