@@ -90,6 +90,43 @@ async def test_a_body_returning_its_own_input_required_with_resolvers_fails_the_
     assert text(result) == "Error executing tool sneaky"
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_body_returning_its_own_input_required_after_plain_results_fails_that_call(
+    mode: str,
+) -> None:
+    """A tool that already answered plainly (its later calls take the wrapper's hot path)
+    and then returns an InputRequiredResult of its own, or of a subclass, still fails
+    that call, and only that one."""
+    container = Container()
+    server = MCPServer("sneaky", lifespan=container.lifespan)
+
+    class Mine(types.InputRequiredResult):
+        pass
+
+    async def lookup() -> str:
+        return "ada"
+
+    answers: list[Any] = [
+        "plain",
+        "plain",
+        "plain",
+        types.InputRequiredResult(input_requests={}, request_state="mine"),
+        "plain",
+        Mine(input_requests={}, request_state="mine"),
+    ]
+
+    @server.tool()
+    @inject(container)
+    async def sneaky(login: Annotated[str, Resolve(lookup)]) -> Any:
+        return answers.pop(0)
+
+    async with client(server, mode) as session:
+        results = [await session.call_tool("sneaky", {}) for _ in range(6)]
+    assert [r.is_error for r in results] == [False, False, False, True, False, True]
+    assert text(results[3]) == "Error executing tool sneaky"
+
+
 # --- What the client sees: the same text from the SDK and from inject -----------------
 #
 # Each scenario registers one tool twice, on a plain SDK server and under inject, drives

@@ -21,6 +21,7 @@ question to the client itself (`_asking`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import typing
@@ -72,7 +73,10 @@ __all__ = ("inject",)
 F = TypeVar("F", bound=Callable[..., Any])
 
 _CONTEXT_NAMES = ("ctx", "context", "mcp_context", "resolvent_context")
-_NO_VALUES: dict[Any, Any] = {}  # read only: a plan that takes no Context reads no values
+_NO_VALUES: dict[Any, Any] = {}
+# Classes of tool results that are not `InputRequiredResult` (a pydantic model, whose
+# isinstance test runs the ABC machinery): the hot path tells them by a set lookup.
+_PLAIN_RESULTS: set[type] = set()  # read only: a plan that takes no Context reads no values
 
 
 def inject(
@@ -208,6 +212,8 @@ class _Tool:
         tool, takes_ctx, ctx_name, body = self, self.takes_ctx, self.ctx_name, fn
         own_flow = types.InputRequiredResult
 
+        plain = _PLAIN_RESULTS
+
         async def wrapper(**kwargs: Any) -> Any:
             start = ready.get(tool)
             if start is None or (blocks and overrides.get() is not None):
@@ -222,8 +228,14 @@ class _Tool:
                 )  # fmt: skip
             except StateError as exc:
                 raise state_refusal(ctx, tool.plan, exc) from None
+            try:
+                if result.__class__ in plain:  # not InputRequiredResult: told by its class
+                    return result
+            except TypeError:  # a class whose metaclass is unhashable
+                pass
             if isinstance(result, own_flow):
                 return tool._own_result(result)
+            _remember_plain(result.__class__)
             return result
 
         annotations: dict[str, Any] = {
@@ -369,6 +381,13 @@ class _Tool:
                 f"resolvers; {TWO_FLOWS}"
             )
         return result
+
+
+def _remember_plain(cls: type) -> None:
+    """Note *cls* as a result class that is not `InputRequiredResult` (a bounded set)."""
+    if len(_PLAIN_RESULTS) < 256:
+        with contextlib.suppress(TypeError):  # an unhashable class is tested every time
+            _PLAIN_RESULTS.add(cls)
 
 
 def _context_name(plan: Plan) -> str:
