@@ -28,11 +28,11 @@ from ._threads import abandonable
 
 __all__ = ("EMPTY", "Call", "CallHost")
 
-T = TypeVar("T")
 EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
 if TYPE_CHECKING:
+    T = TypeVar("T")
     from ._rounds import Rounds
 
     KW = TypeVar("KW", bound=Mapping[str, Any])

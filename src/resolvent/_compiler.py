@@ -45,15 +45,11 @@ class Overrides:
     open blocks' ids, in order) identifies the set for plan caching.
     """
 
-    by_key: dict[Hashable, tuple[int, Callable[..., Any]]] = field(
-        default_factory=dict[Hashable, tuple[int, Callable[..., Any]]]
-    )
-    by_type: dict[Any, tuple[int, Callable[..., Any]]] = field(
-        default_factory=dict[Any, tuple[int, Callable[..., Any]]]
-    )
+    by_key: dict[Hashable, tuple[int, Callable[..., Any]]] = field(default_factory=dict)
+    by_type: dict[Any, tuple[int, Callable[..., Any]]] = field(default_factory=dict)
     stamp: tuple[int, ...] = ()
     layers: tuple[Any, ...] = ()  # the open blocks, in order of entry
-    plain: dict[int, str] = field(default_factory=dict[int, str])
+    plain: dict[int, str] = field(default_factory=dict)
     """The blocks entered with a plain ``with`` (they cannot await a close): id -> how
     the block was written, for messages."""
 

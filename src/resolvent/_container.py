@@ -30,10 +30,10 @@ if TYPE_CHECKING:
     from ._overrides import OverrideBlock
     from ._session import Session
 
-__all__ = ("Container",)
+    F = TypeVar("F", bound=Callable[..., Any])
+    T = TypeVar("T")
 
-F = TypeVar("F", bound=Callable[..., Any])
-T = TypeVar("T")
+__all__ = ("Container",)
 
 
 class Container:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 __all__ = ("InContext", "Restore", "adopt", "keep")
 
-_S = TypeVar("_S")
+if TYPE_CHECKING:
+    _S = TypeVar("_S")
 _UNSET: Any = object()
 
 

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    F = TypeVar("F", bound=Callable[..., Any])
+
 __all__ = ("Elicit", "Resolve", "inline", "inline_epoch", "is_inline")
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
-F = TypeVar("F", bound=Callable[..., Any])
 
 _INLINE = "__resolvent_inline__"
 HANDLER = "__resolvent_handler__"

@@ -125,19 +125,13 @@ class Plan:
     fn_is_async: bool
     run_fn: Callable[..., Any] = field(repr=False)
     code: PlanCode = field(repr=False, compare=False)
-    _generated: list[Callable[..., Any]] = field(
-        default_factory=list[Callable[..., Any]], repr=False
-    )
+    _generated: list[Callable[..., Any]] = field(default_factory=list, repr=False)
     overrides: Any = field(default=None, repr=False, compare=False)
-    _direct: list[Callable[..., Any] | None] = field(
-        default_factory=list[Callable[..., Any] | None], repr=False
-    )
+    _direct: list[Callable[..., Any] | None] = field(default_factory=list, repr=False)
     fn_threaded: bool = False  # a sync fn not marked `inline`: its body runs in a thread
-    _entry: list[Callable[..., Any]] = field(
-        default_factory=list[Callable[..., Any]], repr=False, compare=False
-    )
+    _entry: list[Callable[..., Any]] = field(default_factory=list, repr=False, compare=False)
     _on_hot: list[Callable[[Callable[..., Any]], None]] = field(
-        default_factory=list[Callable[[Callable[..., Any]], None]], repr=False, compare=False
+        default_factory=list, repr=False, compare=False
     )
 
     def heat(self) -> Callable[..., Any]:

@@ -9,7 +9,7 @@ import types
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Hashable, Mapping
 from contextvars import ContextVar
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from ._annotations import type_name
 from ._cache import LiveScope
@@ -24,7 +24,9 @@ from ._scopes import Scope
 
 __all__ = ("PlanCache", "Starter", "callable_name", "check_scopes", "refuse_values")
 
-KW = TypeVar("KW", bound=Mapping[str, Any])
+if TYPE_CHECKING:
+    KW = TypeVar("KW", bound=Mapping[str, Any])
+
 _MAX_PLANS = 10_000
 _MAX_OVERRIDE_PLANS = 1_000
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, TypeVar, dataclass_transform, overload
+from typing import TYPE_CHECKING, Any, TypeVar, dataclass_transform, overload
 
-_T = TypeVar("_T", bound=type)
+if TYPE_CHECKING:
+    _T = TypeVar("_T", bound=type)
 _MISSING: Any = object()
 
 

@@ -20,10 +20,9 @@ from ._teardown import settle
 
 __all__ = ("Session", "SessionHost")
 
-T = TypeVar("T")
-
 
 if TYPE_CHECKING:
+    T = TypeVar("T")
     from ._call import CallHost
 
     class SessionHost(CallHost, Protocol):
