@@ -65,8 +65,8 @@ _LAZY = ("hashlib", "json", "logging", "pydantic", "sqlite3")
 # The package's own modules that serve one feature, loaded by the function that first
 # needs it: the code generator (a plan turning hot), the state stores, overrides (tests),
 # the start-up checks (a lifespan starting), the topological sort (a worker-thread step),
-# SESSION scopes (`Container.session`), asking (the first resolver that asks), and what a
-# failure says (its note, the log of a failure nobody receives).
+# CALL and SESSION scopes (the first `Container.call` or `session`), asking (the first
+# resolver that asks), and what a failure says (its note, the log nobody else receives).
 _LAZY_OWN = (
     "resolvent._codegen",
     "resolvent._stores",
@@ -75,6 +75,7 @@ _LAZY_OWN = (
     "resolvent._toposort",
     "resolvent._state",
     "resolvent._outcomes",
+    "resolvent._call",
     "resolvent._session",
     "resolvent._rounds",
     "resolvent._failures",
@@ -114,7 +115,7 @@ def test_import_leaves_the_packages_feature_modules_unloaded(tmp_path: Path) -> 
 # modules it found loaded.
 _FIRST_USE_PREAMBLE = """
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated
 import anyio
 from pydantic import BaseModel
@@ -131,6 +132,35 @@ async def greet(who: Annotated[Name, Resolve(name)]) -> str:
     return "hi " + who.name
 """
 _FIRST_USE = {
+    "a call scope": (
+        """
+async def hello(name: str) -> str:
+    return "hi " + name
+
+async def main() -> str:
+    async with container.call() as call:
+        return await call.run(hello, name="ann")
+
+assert anyio.run(main) == "hi ann"
+# From now on the container opens a call scope through the class itself, a plain global.
+assert sys.modules["resolvent._container"].Call is sys.modules["resolvent._call"].Call
+""",
+        ("resolvent._call",),
+    ),
+    # `run` opens a call scope itself for a resource set up in a worker thread.
+    "a call scope that run opens": (
+        """
+def resource() -> Iterator[str]:
+    yield "ann"
+
+async def hello(name: Annotated[str, Resolve(resource)]) -> str:
+    return "hi " + name
+
+assert anyio.run(container.run, hello) == "hi ann"
+assert sys.modules["resolvent._container"].Call is sys.modules["resolvent._call"].Call
+""",
+        ("resolvent._call",),
+    ),
     "a session": (
         """
 @container.provider(scope=Scope.SESSION)
@@ -244,7 +274,8 @@ def test_a_lazy_public_name_is_the_object_its_module_defines(tmp_path: Path) -> 
         "import resolvent._stores as s, resolvent._stores.sqlite as q; "
         "print(MemoryStore is m.MemoryStore and open_store is o.open_store "
         "and StateKey is s.StateKey and SqliteStore is q.SqliteStore "
-        "and Session is __import__('resolvent._session')._session.Session)"
+        "and Session is __import__('resolvent._session')._session.Session "
+        "and resolvent.Call is __import__('resolvent._call')._call.Call)"
     )
     assert _fresh(code, tmp_path) == "True"
 

@@ -7,7 +7,6 @@ resources down in reverse order, and lets resolvers ask the user with `Elicit`.
 
 from typing import TYPE_CHECKING, Any
 
-from ._call import Call
 from ._container import Container
 from ._errors import (
     InputRequired,
@@ -58,12 +57,14 @@ __version__ = "0.1.0"
 
 # Imported on first use only: the outcome models and `State` need pydantic, the state
 # stores are needed only by a program that keeps state (`SqliteStore` needs sqlite3), and
-# `Session` only by a program that opens SESSION scopes (`Container.session` loads it too).
+# `Call` and `Session` only by a program that opens CALL or SESSION scopes (the container
+# loads them with the first one).
 _OUTCOMES = frozenset({"Accepted", "Cancelled", "Declined", "ElicitationResult"})
 _STATE = frozenset({"Handle", "Held", "State"})
 _STORES = frozenset({"StateKey", "StateStore"})
 
 if TYPE_CHECKING:
+    from ._call import Call
     from ._outcomes import Accepted, Cancelled, Declined, ElicitationResult
     from ._session import Session
     from ._state import Handle, Held, State
@@ -88,6 +89,8 @@ def __getattr__(name: str) -> Any:
         from ._stores import memory as module
     elif name == "SqliteStore":
         from ._stores import sqlite as module
+    elif name == "Call":
+        from . import _call as module
     elif name == "Session":
         from . import _session as module
     elif name == "open_store":

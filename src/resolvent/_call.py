@@ -10,14 +10,13 @@ import functools
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Hashable, Mapping
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 
 import anyio
 
 from ._cache import LiveScope
 from ._errors import AnswerTimeout, ResolventError
-from ._executor import timed_out
+from ._executor import EMPTY, timed_out
 from ._interpreter import interpret
 from ._plan import Plan, Step
 from ._plans import callable_name, check_scopes
@@ -26,9 +25,7 @@ from ._sharing import Sharing
 from ._teardown import Exits, close_resources, settle
 from ._threads import abandonable
 
-__all__ = ("EMPTY", "Call", "CallHost")
-
-EMPTY: Mapping[Any, Any] = MappingProxyType({})
+__all__ = ("Call", "CallHost")
 
 
 if TYPE_CHECKING:

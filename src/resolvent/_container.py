@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 import anyio
 
 from ._cache import LiveScope
-from ._call import EMPTY, Call
 from ._compiler import Overrides
 from ._errors import ResolventError
-from ._executor import HOT_AFTER, is_cold
+from ._executor import EMPTY, HOT_AFTER, is_cold
 from ._plan import Plan, direct_shape
 from ._plans import PlanCache, Starter, check_scopes, refuse_values
 from ._questions import Asker
@@ -27,11 +26,23 @@ from ._scopes import Scope
 from ._teardown import settle
 
 if TYPE_CHECKING:
+    from ._call import Call
     from ._overrides import OverrideBlock
     from ._session import Session
 
     F = TypeVar("F", bound=Callable[..., Any])
     T = TypeVar("T")
+else:
+
+    def Call(*args: Any) -> Any:
+        """Open the first call scope: load `resolvent.Call` (a program that only uses `run`
+        may never need it) and put the class itself in this name, so each later ``Call(...)``
+        in this module is a plain global lookup, as if it had been imported at the top."""
+        global Call
+        from ._call import Call
+
+        return Call(*args)
+
 
 __all__ = ("Container",)
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ._cache import LiveScope
@@ -18,8 +19,11 @@ if TYPE_CHECKING:
     from ._plan import Plan, PlanCode
     from ._rounds import Rounds
 
-__all__ = ("HOT_AFTER", "PLAN_CODE", "cold_runner", "cold_shape", "is_cold", "timed_out")
+__all__ = ("EMPTY", "HOT_AFTER", "PLAN_CODE", "cold_runner", "cold_shape", "is_cold", "timed_out")
 
+
+EMPTY: Mapping[Any, Any] = MappingProxyType({})
+"""No arguments or framework values: what a call given none passes its plan."""
 
 HOT_AFTER = 2
 """How many calls of a plan `Container.run` interprets before generating its code."""
