@@ -11,10 +11,13 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     F = TypeVar("F", bound=Callable[..., Any])
+    ModelT = TypeVar("ModelT", bound=BaseModel)
+else:
+    # `Elicit[Schema]` needs the variable at run time, but only type checkers read its
+    # bound (a string bound compiles a ForwardRef at import).
+    ModelT = TypeVar("ModelT")
 
 __all__ = ("Elicit", "Resolve", "inline", "inline_epoch", "is_inline")
-
-ModelT = TypeVar("ModelT", bound="BaseModel")
 
 _INLINE = "__resolvent_inline__"
 HANDLER = "__resolvent_handler__"
