@@ -96,6 +96,8 @@ def call_kind(fn: Any) -> Kind:
     generator, generator and async functions tell; a plain sync wrapper passes its inner
     function's result through (that is what ``functools.wraps`` promises).
     """
+    if type(fn) is types.FunctionType and fn.__code__.co_flags & inspect.CO_COROUTINE:
+        return Kind.ASYNC  # an `async def`, told by its own code: what the loop finds first
     layer = fn
     for _ in range(64):  # as deep as real decorator stacks go; a loop of wrappers ends too
         layer = under_partials(layer)

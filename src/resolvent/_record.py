@@ -113,7 +113,7 @@ def _init(
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         made[0] += 1
         if made[0] == _HOT_INITS and owner and vars(owner[0]).get("__init__") is __init__:
-            compiled = _compiled_init(specs, qualname)
+            compiled = _compiled_init(specs, qualname, owner[0])
             if compiled is not None:
                 type.__setattr__(owner[0], "__init__", compiled)
         if len(args) > len(specs):
@@ -144,10 +144,14 @@ def _init(
 
 
 def _compiled_init(
-    specs: tuple[tuple[str, Any, Any], ...], qualname: str
+    specs: tuple[tuple[str, Any, Any], ...], qualname: str, cls: type
 ) -> Callable[..., None] | None:
-    """The same ``__init__`` compiled for these fields (None if a name does not allow it)."""
-    namespace: dict[str, Any] = {"__put": object.__setattr__, "__MISSING": _MISSING}
+    """The same ``__init__`` compiled for these fields (None if a name does not allow it).
+
+    Each field is set through its slot's own descriptor: what ``object.__setattr__``
+    finds by name (a frozen record refuses ``self.name = ...``), without the look-up.
+    """
+    namespace: dict[str, Any] = {"__MISSING": _MISSING}
     params: list[str] = []
     body: list[str] = []
     for i, (name, default, factory) in enumerate(specs):
@@ -162,7 +166,8 @@ def _compiled_init(
             body.append(f"    if {name} is __MISSING: {name} = __f{i}()")
         else:
             params.append(name)
-        body.append(f"    __put(self, {name!r}, {name})")
+        namespace[f"__s{i}"] = vars(cls)[name].__set__
+        body.append(f"    __s{i}(self, {name})")
     source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body or ["    pass"])
     exec(compile(source, f"<record {qualname}>", "exec"), namespace)
     function: Callable[..., None] = namespace["__init__"]
