@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import types
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -51,8 +52,21 @@ class _Writer:
             self.line_steps[len(self.lines)] = step
 
 
-def _expr(w: _Writer, item: Input, steps: tuple[Step, ...], consumer: str) -> str:
+def _expr(
+    w: _Writer,
+    item: Input,
+    steps: tuple[Step, ...],
+    consumer: str,
+    local: Mapping[str, str] | None = None,
+) -> str:
+    """The expression for one input; with *local*, the call's arguments are exactly
+    those it names (each in a local variable), as in an entry's exact call."""
     if item.source == "arg":
+        if local is not None:
+            if item.arg in local:
+                return local[item.arg]
+            if item.default is not NO_DEFAULT:  # not given: its default
+                return w.const("D", item.default)
         if item.default is NO_DEFAULT:
             return f"args[{item.arg!r}]"
         return f"args.get({item.arg!r}, {w.const('D', item.default)})"
@@ -68,10 +82,42 @@ def _expr(w: _Writer, item: Input, steps: tuple[Step, ...], consumer: str) -> st
     return var
 
 
+def positional(fn: Any) -> tuple[str, ...]:
+    """The names of *fn*'s parameters a call may pass by position, in order, as its code
+    reads them: for a plain function or a method bound to one, whatever signature it
+    shows (a ``functools.wraps`` wrapper's code takes ``*args``: none). Empty for
+    anything else, which is called by keyword."""
+    offset = 0
+    if isinstance(fn, types.MethodType):
+        fn, offset = fn.__func__, 1
+    if not isinstance(fn, types.FunctionType):
+        return ()
+    code = fn.__code__
+    return code.co_varnames[offset : code.co_argcount]
+
+
+def _arguments(named: list[tuple[str, str]], order: tuple[str, ...]) -> str:
+    """A call's arguments: by position while *order* (`positional`) has the next one,
+    the rest by name. A positional call costs less than a keyword call (CPython calls
+    a function given keywords through a slower path)."""
+    given = dict(named)
+    out: list[str] = []
+    for name in order:
+        if name not in given:
+            break
+        out.append(given.pop(name))
+    out += [f"{name}={expr}" for name, expr in named if name in given]
+    return ", ".join(out)
+
+
 def _call_args(
-    w: _Writer, step_inputs: tuple[Input, ...], steps: tuple[Step, ...], consumer: str
+    w: _Writer,
+    step: Step,
+    steps: tuple[Step, ...],
+    local: Mapping[str, str] | None = None,
 ) -> str:
-    return ", ".join(f"{item.name}={_expr(w, item, steps, consumer)}" for item in step_inputs)
+    named = [(i.name, _expr(w, i, steps, step.name, local)) for i in step.inputs]
+    return _arguments(named, positional(step.fn))
 
 
 def _blocks(steps: tuple[Step, ...]) -> list[list[Step]]:
@@ -121,15 +167,25 @@ def _root_call(
     steps: tuple[Step, ...],
     root: str,
     names: tuple[str, ...],
+    order: tuple[str, ...],
+    local: Mapping[str, str] | None = None,
 ) -> tuple[str, str]:
-    """The test, and the handler's arguments, for passing the call's arguments by name
-    when they are exactly its own (*names*): a ``**`` spread costs more than the rest of
-    a one-resolver call. Anything else is spread as given (`_root_spread`), so a missing
-    or unexpected argument fails in the handler's call as it would without a container."""
-    named = [f"{n}=args[{n!r}]" for n in names]
-    named += [f"{i.name}={_expr(w, i, steps, root)}" for i in inputs]
-    test = " and ".join([f"len(args) == {len(names)}", *(f"{n!r} in args" for n in names)])
-    return ("not args" if not names else test), ", ".join(named)
+    """The test, and the handler's arguments, for passing the call's arguments one by
+    one when they are exactly its own (*names*): a ``**`` spread costs more than the
+    rest of a one-resolver call. *order* is `positional` of the handler the plan was
+    compiled for (empty: by name), which the test checks *body* is. Anything else is
+    spread as given (`_root_spread`), so a missing or unexpected argument fails in the
+    handler's call as it would without a container. With *local* (an entry's exact
+    call, checked on the way in) there is no test."""
+    if local is not None:
+        named = [(n, local[n]) for n in names]
+    else:
+        named = [(n, f"args[{n!r}]") for n in names]
+    named += [(i.name, _expr(w, i, steps, root, local)) for i in inputs]
+    call = _arguments(named, order)
+    tests = ["body is BODY"] if order else []
+    tests += [f"len(args) == {len(names)}", *(f"{n!r} in args" for n in names)]
+    return " and ".join(tests), call
 
 
 def generate(
@@ -143,6 +199,7 @@ def generate(
     *,
     build: bool = True,
     root_threaded: bool = False,
+    body: Callable[..., Any] | None = None,
 ) -> tuple[str, Callable[..., Any] | None]:
     """Generate one function of a plan: ``run`` (resolves, then calls the function),
     ``direct`` (``run`` that also sets up and tears down the plan's CALL resources itself,
@@ -155,7 +212,12 @@ def generate(
     ``direct`` that leaves the CALL resources open: it takes, as *call*, the exits (an
     `Exits`) where it lists each one once open, and the caller closes them later (a web
     request's, after its response is sent), also when this function raises; it takes no
-    call scope, so it records no value for one to share.
+    call scope, so it records no value for one to share. A call whose
+    arguments are exactly *arguments* and whose *body* is the given *body* (the plan's
+    function) reads them once into local variables; any other goes on in ``entry_any``,
+    the same code reading them from *args*.
+    Resolvers, and the handler when it is *body*, are passed their values by position
+    where their code takes them so (`positional`).
     Returns its source and, with *build*, the compiled function; a failure inside it is
     mapped back to its step by line number.
     """
@@ -190,177 +252,265 @@ def generate(
         close_rest=close_rest,
         cancelled=outer_cancelled,
         settle=settle,
+        BODY=body,
     )
     if any(s.may_ask for s in steps):  # asking loads with the first plan that may ask
         from ._rounds import ask
 
         ns["ask"] = ask
-    root_name = name
-
-    # Worker-thread blocks become plain functions that run in one hop.
-    block_defs: list[tuple[str, int]] = []
-    body: list[tuple[str, int]] = []
+    order = positional(body) if body is not None else ()
     blocks = _blocks(steps)
     # A sync handler whose last resolvers run in a thread is called in that same hop.
     fused = variant != "resolve" and root_threaded and _fusable(blocks, inputs, steps)
+
+    # Worker-thread blocks become plain functions that run in one hop.
+    block_defs: list[tuple[str, int]] = []
     for number, block in enumerate(blocks):
         first = block[0]
-        if first.threaded and first.scope is Scope.CALL:
-            inside = {s.index for s in block}
-            fuse = fused and number == len(blocks) - 1
-            consumers = [i for s in block for i in s.inputs] + (list(inputs) if fuse else [])
-            needed = sorted(
-                {i.step for i in consumers if i.source == "step" and i.step not in inside}
-            )
-            params = ", ".join(
-                [f"v{i}" for i in needed] + ["args", "values"] + (["body"] if fuse else [])
-            )
-            block_defs.append((f"def block{number}({params}):", -1))
-            for step in block:
-                fn = w.const("f", step.fn)
-                text = f"    v{step.index} = {fn}({_call_args(w, step.inputs, steps, step.name)})"
-                block_defs.append((text, step.index))
-            outs = ", ".join(f"v{s.index}" for s in block)
-            if fuse:
-                # The handler's own exception is handed back, not raised here, so it is
-                # not mistaken for a resolver's (and gets no note).
-                block_defs += [
-                    ("    try:", -1),
-                    (f"        ret = body({_root_spread(w, inputs, steps, root_name)})", -1),
-                    ("    except BaseException as error:", -1),
-                    (f"        return ({outs}, None, error)", -1),
-                    (f"    return ({outs}, ret, None)", -1),
-                ]
-                outs += ", ret, raised"
-            else:
-                block_defs.append((f"    return ({outs},)", -1))
-            # A cancelled call (its deadline, a failed branch) does not wait for the
-            # thread: it is abandoned and its late result dropped (see docs/concepts.md).
-            # What the block sets in context variables is kept, as if run here.
-            body.append(
-                (
-                    f"({outs},) = await in_thread(block{number}, {params})",
-                    block[-1].index,
-                )
-            )
-            last = block[-1]
-            if last.may_ask:
-                body.append(
-                    (
-                        f"if v{last.index}.__class__ in QT: "
-                        f"v{last.index} = await ask(call, {w.const('S', last)}, v{last.index})",
-                        last.index,
-                    )
-                )
+        if not (first.threaded and first.scope is Scope.CALL):
             continue
-        step = first
-        fn = w.const("f", step.fn)
-        s = w.const("S", step)
-        call_args = _call_args(w, step.inputs, steps, step.name)
-        v = f"v{step.index}"
-        if step.scope is not Scope.CALL:
-            cache = "app_cache" if step.scope is Scope.APP else "session_cache"
-            live = "app" if step.scope is Scope.APP else "session"
-            k = w.const("K", step.key)
-            make = f"partial({fn}, {call_args})" if call_args else fn
-            body.append((f"{v} = {cache}.get({k}, MISSING)", step.index))
-            body.append(
-                (f"if {v} is MISSING: {v} = await {live}.create({s}, {k}, {make})", step.index)
-            )
-            continue
-        if step.kind.is_resource:
-            factory = f"{'await ' if step.awaits else ''}{fn}({call_args})"
-            if direct:  # set up here; torn down by `close_now` below
-                r = f"r{step.index}"
-                pad = ""
-                if step.kind is Kind.ASYNC_GENERATOR or step.kind is Kind.ASYNC_CONTEXT_MANAGER:
-                    # In this task once known to hold no cancel scope open, else in a
-                    # task of its own (see `resolvent._resources.hold`).
-                    k = w.const("P", plain_cell(step))
-                    body.append((f"if not {k}[0]:", step.index))
-                    body.append((f"    {r} = await hold(exits, {s}, {factory}, {k})", step.index))
-                    body.append((f"    {v} = {r}.value", step.index))
-                    body.append(("else:", step.index))
-                    pad = "    "
-                body.append((f"{pad}{r} = {factory}", step.index))
-                if step.kind is Kind.ASYNC_GENERATOR:
-                    body.append((f"{pad}try: {v} = await {r}.__anext__()", step.index))
-                    body.append((f"{pad}except StopAsyncIteration:", step.index))
-                    body.append((f"{pad}    {v} = await open_({s}, {r})", step.index))
-                else:
-                    body.append((f"{pad}{v} = await open_({s}, {r})", step.index))
-                if kept:  # open: the caller's exits close it, later
-                    body.append((f"exits.append(({s}, {r}))", step.index))
-                # Not listed in `exits` (only a holder cancelled while opening is, by
-                # `hold`): the teardown below knows them, and a failure lists those open.
-            else:
-                body.append((f"{v} = await enter(exits, {s}, {factory})", step.index))
-        elif step.kind is Kind.ASYNC:
-            body.append((f"{v} = await {fn}({call_args})", step.index))
+        fuse = fused and number == len(blocks) - 1
+        params = _block_params(block, inputs, fuse)
+        block_defs.append((f"def block{number}({params}):", -1))
+        for step in block:
+            fn = w.const("f", step.fn)
+            text = f"    v{step.index} = {fn}({_call_args(w, step, steps)})"
+            block_defs.append((text, step.index))
+        outs = ", ".join(f"v{s.index}" for s in block)
+        if fuse:
+            # The handler's own exception is handed back, not raised here, so it is
+            # not mistaken for a resolver's (and gets no note).
+            block_defs += [
+                ("    try:", -1),
+                (f"        ret = body({_root_spread(w, inputs, steps, name)})", -1),
+                ("    except BaseException as error:", -1),
+                (f"        return ({outs}, None, error)", -1),
+                (f"    return ({outs}, ret, None)", -1),
+            ]
         else:
-            body.append((f"{v} = {fn}({call_args})", step.index))
-        if step.may_ask:
-            body.append((f"if {v}.__class__ in QT: {v} = await ask(call, {s}, {v})", step.index))
-
-    call_steps = [s for s in steps if s.scope is Scope.CALL]
-
+            block_defs.append((f"    return ({outs},)", -1))
     for line, index in block_defs:  # map a failure inside a block to its own step
         w.emit(line, index)
+
+    context = _Function(
+        w, name, root_is_async, steps, inputs, arguments, variant, blocks, fused, root_threaded
+    )
+    context.direct, context.kept, context.order = direct, kept, order
     if not entry:
-        w.emit(f"async def {variant}(args, values, call, app, session, body):")
+        context.emit(f"async def {variant}(args, values, call, app, session, body):", None)
     else:
-        w.emit(f"async def entry({'app, ' if Scope.APP in scopes else ''}args, body):")
-    # `direct` wraps the resolution and the call in the teardown of its resources;
-    # `kept` leaves them open in the exits it is given as *call*.
-    pad = "    " * (1 + (direct and not kept))
-    if kept:
-        w.emit("    exits, call = call, None")
-    elif direct:
-        # As a call scope does (see `Exits`): a cancel scope entered below every resource
-        # is shielded for the teardown, so a provider's own scopes are left in order.
-        w.emit("    exits = []")
-        w.emit("    guard = begin()")
-        w.emit("    try:")
-    w.emit(f"{pad}try:")
-    opened = len(w.lines)
-    if Scope.APP in scopes:
-        w.emit(f"{pad}    app_cache = app.cache")
-    if Scope.SESSION in scopes:
-        w.emit(f"{pad}    session_cache = session.cache")
-    if call_resources and not direct:
-        w.emit("        exits = call.exits")
-    for text, index in body:
-        w.emit(f"{pad}    {text}", index)
-    if call_steps and not direct and not entry:
-        # A call scope reused for another plan must not run these again.
-        record = ", ".join(f"{w.const('K', s.key)}: v{s.index}" for s in call_steps)
-        w.emit(f"        if call is not None: call.record({{{record}}})")
-    if variant == "resolve":
-        results = ", ".join(f"{i.name!r}: {_expr(w, i, steps, root_name)}" for i in inputs)
-        w.emit(f"        return {{{results}}}")
-    if len(w.lines) == opened:  # no steps (a tool that only takes Context): empty try
-        w.emit(f"{pad}    pass")
-    w.emit(f"{pad}except BaseException as exc:")
-    w.emit(f"{pad}    error = fail(exc, PLAN[0], LINES, args, values, call, locals())")
-    w.emit(f"{pad}    if error is exc: raise")
-    w.emit(f"{pad}    raise error from exc")
-    if fused:
-        w.emit(f"{pad[4:]}    if raised is not None: raise raised")
-    elif variant != "resolve":
-        spread = _root_spread(w, inputs, steps, root_name)
-        if root_threaded:
-            # A sync handler's thread is abandoned on cancellation like a resolver's
-            # (see docs/concepts.md): the caller's own bound holds.
-            call = f"await to_thread(partial(body, {spread}))"
-            w.emit(f"{pad}ret = {call}")
+        app = "app, " if Scope.APP in scopes else ""
+        # Any call: the arguments read from *args* as given.
+        context.emit(f"async def entry_any({app}args, body):", None)
+        if body is None:
+            w.emit("entry = entry_any")
         else:
-            awaits = "await " if root_is_async else ""
-            test, named = _root_call(w, inputs, steps, root_name, arguments)
-            w.emit(f"{pad}if {test}: ret = {awaits}body({named})")
-            w.emit(f"{pad}else: ret = {awaits}body({spread})")
-    if direct and not kept:
+            # The call with exactly the handler's own arguments: each read once, here.
+            local = {n: f"a{k}" for k, n in enumerate(arguments)}
+            w.emit(f"async def entry({app}args, body):")
+            other = f"return await entry_any({app}args, body)"
+            if arguments:
+                w.emit(f"    if len(args) != {len(arguments)} or body is not BODY: {other}")
+                w.emit("    try:")
+                for n, var in local.items():
+                    w.emit(f"        {var} = args[{n!r}]")
+                w.emit(f"    except KeyError: {other}")
+            else:
+                w.emit(f"    if args or body is not BODY: {other}")
+            context.emit(None, local)
+    source = "\n".join(w.lines) + "\n"
+    if not build:
+        return source, None
+    code_name = f"<resolvent plan {name} {variant} #{next(_counter)}>"
+    ns["LINES"] = (code_name, w.line_steps)
+    exec(compile(source, code_name, "exec", dont_inherit=True), ns)
+    function: Callable[..., Any] = ns[variant]
+    return source, function
+
+
+def _block_params(block: list[Step], inputs: tuple[Input, ...], fuse: bool) -> str:
+    """A worker-thread block's parameters: the values it reads from steps outside it,
+    the call's arguments and values, and (fused) the handler."""
+    inside = {s.index for s in block}
+    consumers = [i for s in block for i in s.inputs] + (list(inputs) if fuse else [])
+    needed = sorted({i.step for i in consumers if i.source == "step" and i.step not in inside})
+    return ", ".join([f"v{i}" for i in needed] + ["args", "values"] + (["body"] if fuse else []))
+
+
+class _Function:
+    """Emits one generated function's body (see `generate`): *local*, when given, maps
+    each of the call's arguments to the local variable that holds it."""
+
+    def __init__(
+        self,
+        w: _Writer,
+        name: str,
+        root_is_async: bool,
+        steps: tuple[Step, ...],
+        inputs: tuple[Input, ...],
+        arguments: tuple[str, ...],
+        variant: str,
+        blocks: list[list[Step]],
+        fused: bool,
+        root_threaded: bool,
+    ) -> None:
+        self.w, self.name, self.root_is_async = w, name, root_is_async
+        self.steps, self.inputs, self.arguments = steps, inputs, arguments
+        self.variant, self.blocks, self.fused = variant, blocks, fused
+        self.root_threaded = root_threaded
+        self.direct = self.kept = False
+        self.order: tuple[str, ...] = ()
+
+    def emit(self, header: str | None, local: Mapping[str, str] | None) -> None:
+        w, steps, inputs, variant = self.w, self.steps, self.inputs, self.variant
+        direct, kept, fused, root_name = self.direct, self.kept, self.fused, self.name
+        scopes = {s.scope for s in steps}
+        call_resources = any(s.kind.is_resource and s.scope is Scope.CALL for s in steps)
+        entry = variant == "entry"
+        body: list[tuple[str, int]] = []
+        for number, block in enumerate(self.blocks):
+            first = block[0]
+            if first.threaded and first.scope is Scope.CALL:
+                fuse = fused and number == len(self.blocks) - 1
+                params = _block_params(block, inputs, fuse)
+                outs = ", ".join(f"v{s.index}" for s in block)
+                if fuse:
+                    outs += ", ret, raised"
+                # A cancelled call (its deadline, a failed branch) does not wait for the
+                # thread: it is abandoned and its late result dropped (see docs/concepts.md).
+                # What the block sets in context variables is kept, as if run here.
+                body.append(
+                    (f"({outs},) = await in_thread(block{number}, {params})", block[-1].index)
+                )
+                last = block[-1]
+                if last.may_ask:
+                    body.append(
+                        (
+                            f"if v{last.index}.__class__ in QT: "
+                            f"v{last.index} = await ask(call, {w.const('S', last)}, v{last.index})",
+                            last.index,
+                        )
+                    )
+                continue
+            step = first
+            fn = w.const("f", step.fn)
+            s = w.const("S", step)
+            call_args = _call_args(w, step, steps, local)
+            v = f"v{step.index}"
+            if step.scope is not Scope.CALL:
+                cache = "app_cache" if step.scope is Scope.APP else "session_cache"
+                live = "app" if step.scope is Scope.APP else "session"
+                k = w.const("K", step.key)
+                make = f"partial({fn}, {call_args})" if call_args else fn
+                body.append((f"{v} = {cache}.get({k}, MISSING)", step.index))
+                body.append(
+                    (f"if {v} is MISSING: {v} = await {live}.create({s}, {k}, {make})", step.index)
+                )
+                continue
+            if step.kind.is_resource:
+                factory = f"{'await ' if step.awaits else ''}{fn}({call_args})"
+                if direct:  # set up here; torn down by `close_now` below
+                    r = f"r{step.index}"
+                    pad = ""
+                    if step.kind is Kind.ASYNC_GENERATOR or step.kind is Kind.ASYNC_CONTEXT_MANAGER:
+                        # In this task once known to hold no cancel scope open, else in a
+                        # task of its own (see `resolvent._resources.hold`).
+                        k = w.const("P", plain_cell(step))
+                        body.append((f"if not {k}[0]:", step.index))
+                        body.append(
+                            (f"    {r} = await hold(exits, {s}, {factory}, {k})", step.index)
+                        )
+                        body.append((f"    {v} = {r}.value", step.index))
+                        body.append(("else:", step.index))
+                        pad = "    "
+                    body.append((f"{pad}{r} = {factory}", step.index))
+                    if step.kind is Kind.ASYNC_GENERATOR:
+                        body.append((f"{pad}try: {v} = await {r}.__anext__()", step.index))
+                        body.append((f"{pad}except StopAsyncIteration:", step.index))
+                        body.append((f"{pad}    {v} = await open_({s}, {r})", step.index))
+                    else:
+                        body.append((f"{pad}{v} = await open_({s}, {r})", step.index))
+                    if kept:  # open: the caller's exits close it, later
+                        body.append((f"exits.append(({s}, {r}))", step.index))
+                    # Not listed in `exits` (only a holder cancelled while opening is, by
+                    # `hold`): the teardown below knows them, and a failure lists those open.
+                else:
+                    body.append((f"{v} = await enter(exits, {s}, {factory})", step.index))
+            elif step.kind is Kind.ASYNC:
+                body.append((f"{v} = await {fn}({call_args})", step.index))
+            else:
+                body.append((f"{v} = {fn}({call_args})", step.index))
+            if step.may_ask:
+                body.append(
+                    (f"if {v}.__class__ in QT: {v} = await ask(call, {s}, {v})", step.index)
+                )
+
+        call_steps = [s for s in steps if s.scope is Scope.CALL]
+        if header is not None:
+            w.emit(header)
+        # `direct` wraps the resolution and the call in the teardown of its resources;
+        # `kept` leaves them open in the exits it is given as *call*.
+        pad = "    " * (1 + (direct and not kept))
+        if kept:
+            w.emit("    exits, call = call, None")
+        elif direct:
+            # As a call scope does (see `Exits`): a cancel scope entered below every
+            # resource is shielded for the teardown, so a provider's own scopes are left
+            # in order.
+            w.emit("    exits = []")
+            w.emit("    guard = begin()")
+            w.emit("    try:")
+        w.emit(f"{pad}try:")
+        opened = len(w.lines)
+        if Scope.APP in scopes:
+            w.emit(f"{pad}    app_cache = app.cache")
+        if Scope.SESSION in scopes:
+            w.emit(f"{pad}    session_cache = session.cache")
+        if call_resources and not direct:
+            w.emit("        exits = call.exits")
+        for text, index in body:
+            w.emit(f"{pad}    {text}", index)
+        if call_steps and not direct and not entry:
+            # A call scope reused for another plan must not run these again.
+            record = ", ".join(f"{w.const('K', s.key)}: v{s.index}" for s in call_steps)
+            w.emit(f"        if call is not None: call.record({{{record}}})")
+        if variant == "resolve":
+            results = ", ".join(f"{i.name!r}: {_expr(w, i, steps, root_name)}" for i in inputs)
+            w.emit(f"        return {{{results}}}")
+        if len(w.lines) == opened:  # no steps (a tool that only takes Context): empty try
+            w.emit(f"{pad}    pass")
+        w.emit(f"{pad}except BaseException as exc:")
+        w.emit(f"{pad}    error = fail(exc, PLAN[0], LINES, args, values, call, locals())")
+        w.emit(f"{pad}    if error is exc: raise")
+        w.emit(f"{pad}    raise error from exc")
+        if fused:
+            w.emit(f"{pad[4:]}    if raised is not None: raise raised")
+        elif variant != "resolve":
+            spread = _root_spread(w, inputs, steps, root_name)
+            if self.root_threaded:
+                # A sync handler's thread is abandoned on cancellation like a resolver's
+                # (see docs/concepts.md): the caller's own bound holds.
+                call = f"await to_thread(partial(body, {spread}))"
+                w.emit(f"{pad}ret = {call}")
+            else:
+                awaits = "await " if self.root_is_async else ""
+                test, named = _root_call(
+                    w, inputs, steps, root_name, self.arguments, self.order, local
+                )
+                if local is not None:
+                    w.emit(f"{pad}ret = {awaits}body({named})")
+                else:
+                    w.emit(f"{pad}if {test}: ret = {awaits}body({named})")
+                    w.emit(f"{pad}else: ret = {awaits}body({spread})")
+        if direct and not kept:
+            self._teardown()
+        if variant != "resolve":
+            w.emit("    return ret")
+
+    def _teardown(self) -> None:
         # The call's exception (a resolver's, mapped, or the handler's) is thrown into
         # each finalizer, as `async with call` would; their own errors become notes.
+        w, steps = self.w, self.steps
         resources = [t for t in steps if t.scope is Scope.CALL and t.kind.is_resource]
         pairs = [f"({w.const('S', t)}, r{t.index})" for t in resources]
         w.emit("    except BaseException as exc:")
@@ -410,13 +560,3 @@ def generate(
         w.emit("    if left is not None:")
         w.emit("        errors = await left")
         w.emit("        if errors: settle(None, errors)")
-    if variant != "resolve":
-        w.emit("    return ret")
-    source = "\n".join(w.lines) + "\n"
-    if not build:
-        return source, None
-    code_name = f"<resolvent plan {root_name} {variant} #{next(_counter)}>"
-    ns["LINES"] = (code_name, w.line_steps)
-    exec(compile(source, code_name, "exec", dont_inherit=True), ns)
-    function: Callable[..., Any] = ns[variant]
-    return source, function

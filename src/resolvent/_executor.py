@@ -130,6 +130,7 @@ def _generate(plan: Plan, variant: str, *, build: bool) -> tuple[str, Callable[.
         variant,
         build=build,
         root_threaded=plan.fn_threaded,
+        body=plan.fn,
     )
 
 

@@ -127,6 +127,7 @@ class PlanCache:
                 graph.arguments,
                 "run",
                 root_threaded=threaded,
+                body=fn,
             )[1]
         assert run_fn is not None
         plan = Plan(
