@@ -4,12 +4,13 @@ to completion, in reverse order, when the call is cancelled, also for a provider
 holds a task group across its ``yield``; the call's exception is thrown into each."""
 
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import anyio.lowlevel
 import pytest
 
+from modes import MODES, make_container, run
 from resolvent import Container, Resolve
 
 
@@ -104,3 +105,89 @@ async def test_a_setup_that_finishes_despite_the_cancellation_is_closed_with_the
             await b_started.wait()
             group.cancel_scope.cancel()
     assert events == ["open a", "open b", "closed b", "closed a"]
+
+
+def ending(name: str, events: list[str], how: str) -> Callable[[], AsyncIterator[str]]:
+    """An async-generator resource whose teardown ends at once (``"now"``), first
+    suspends (``"suspends"``), or fails at once (``"fails"``)."""
+
+    async def resource() -> AsyncIterator[str]:
+        events.append(f"open {name}")
+        yield name
+        if how == "suspends":
+            await anyio.lowlevel.checkpoint()
+        if how == "fails":
+            raise OSError(f"close {name}")
+        events.append(f"closed {name}")
+
+    return resource
+
+
+def joining(resources: list[Callable[[], AsyncIterator[str]]]) -> Callable[..., Any]:
+    """A handler that takes the value of each of *resources* (one to three)."""
+    if len(resources) == 1:
+        (a,) = resources
+
+        async def one(x: Annotated[str, Resolve(a)]) -> str:
+            return x
+
+        return one
+    if len(resources) == 2:
+        a, b = resources
+
+        async def two(x: Annotated[str, Resolve(a)], y: Annotated[str, Resolve(b)]) -> str:
+            return x + y
+
+        return two
+    a, b, c = resources
+
+    async def three(
+        x: Annotated[str, Resolve(a)], y: Annotated[str, Resolve(b)], z: Annotated[str, Resolve(c)]
+    ) -> str:
+        return x + y + z
+
+    return three
+
+
+@pytest.mark.parametrize(
+    "hows",
+    [
+        ("now",),
+        ("now", "now"),
+        ("now", "now", "now"),
+        ("now", "suspends", "now"),
+        ("suspends", "now", "now"),
+        ("now", "now", "suspends"),
+        ("now", "fails", "now"),
+        ("fails", "now", "now"),
+    ],
+)
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_call_that_succeeds_closes_every_resource_in_reverse_order(
+    mode: str, hows: tuple[str, ...]
+) -> None:
+    """Every async-generator resource of a call that succeeds is closed, the last
+    opened first, whether each teardown ends at once, suspends or fails; a failing
+    one is raised once the others are closed."""
+    events: list[str] = []
+    names = "abc"[: len(hows)]
+    resources = [ending(n, events, how) for n, how in zip(names, hows, strict=True)]
+
+    handler = joining(resources)
+    container = make_container(mode)
+    failing = [n for n, how in zip(names, hows, strict=True) if how == "fails"]
+    async with container:
+        for _ in range(3):  # the first calls of a plan, and its hot code after them
+            events.clear()
+            if failing:
+                with pytest.raises(OSError, match=f"close {failing[0]}"):
+                    await run(container, handler, mode)
+            else:
+                assert await run(container, handler, mode) == names
+            opened = [f"open {n}" for n in names]
+            closed = [f"closed {n}" for n in reversed(names) if n not in failing]
+            if mode == "concurrent":  # independent branches: opened and closed in any order
+                assert sorted(events) == sorted(opened + closed)
+                assert all(e.startswith("open") for e in events[: len(names)])
+            else:
+                assert events == opened + closed

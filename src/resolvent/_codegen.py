@@ -417,6 +417,9 @@ class _Function:
                         # task of its own (see `resolvent._resources.hold`).
                         k = w.const("P", plain_cell(step))
                         body.append((f"if not {k}[0]:", step.index))
+                        # The list `hold` adds a holder cancelled while opening to, made
+                        # only for a call that holds one (see `_teardown` below).
+                        body.append(("    if exits.__class__ is tuple: exits = []", step.index))
                         body.append(
                             (f"    {r} = await hold(exits, {s}, {factory}, {k})", step.index)
                         )
@@ -457,7 +460,7 @@ class _Function:
             # As a call scope does (see `Exits`): a cancel scope entered below every
             # resource is shielded for the teardown, so a provider's own scopes are left
             # in order.
-            w.emit("    exits = []")
+            w.emit("    exits = ()")
             w.emit("    guard = begin()")
             w.emit("    try:")
         w.emit(f"{pad}try:")
@@ -497,6 +500,9 @@ class _Function:
                 test, named = _root_call(
                     w, inputs, steps, root_name, self.arguments, self.order, local
                 )
+                if local is not None and not direct:
+                    w.emit(f"{pad}return {awaits}body({named})")
+                    return
                 if local is not None:
                     w.emit(f"{pad}ret = {awaits}body({named})")
                 else:
@@ -520,16 +526,20 @@ class _Function:
         w.emit("        opened = []")
         for t, pair in zip(resources, pairs, strict=True):
             w.emit(f"        if 'v{t.index}' in here: opened.append({pair})")
-        w.emit("        exits[:0] = opened")
+        w.emit("        exits = [*opened, *exits]")
         w.emit("        left = close_now(exits, exc, guard)")
         w.emit("        if left is not None: settle(exc, await left)")
         w.emit("        raise")
         everything = f"[{', '.join(pairs)}]"
         if all(t.kind is Kind.ASYNC_GENERATOR for t in resources):
-            # The success path in line: `close_now`'s loop, unrolled.
-            w.emit("    left = None")
+            # The success path in line: `close_now`'s loop, unrolled. Each finalizer's
+            # first step runs here; the call returns as soon as the last one is done,
+            # and anything else (a finalizer that suspends or fails, a cancellation from
+            # outside) goes on in `close_rest`.
             w.emit("    if guard.__class__ is tuple:")
             w.emit("        mark = guard[0]")
+            if len(resources) > 1:
+                w.emit("        left = None")
             for n, t in enumerate(reversed(resources)):
                 r, st = f"r{t.index}", w.const("S", t)
                 before = pairs[: len(resources) - n - 1]  # the resources set up before t
@@ -537,26 +547,31 @@ class _Function:
                     f"[{', '.join(before)}]",
                     f"[{', '.join([*before, pairs[-n - 1]])}]",
                 )
+                pad = "    " * (2 + (n > 0))
                 if n:
-                    w.emit("        if left is not None: pass")
-                w.emit(f"        {'el' if n else ''}if mark is not None and cancelled(mark):")
-                w.emit(f"            left = close_rest({left_open}, None, mark, None)")
-                w.emit("        else:")
-                w.emit(f"            finalizer = {r}.__anext__()")
-                w.emit("            try:")
-                w.emit("                pending = finalizer.send(None)")
+                    w.emit("        if left is None:")
+                last = n == len(resources) - 1
+                w.emit(f"{pad}if mark is not None and cancelled(mark):")
+                w.emit(f"{pad}    left = close_rest({left_open}, None, mark, None)")
+                w.emit(f"{pad}else:")
+                w.emit(f"{pad}    finalizer = {r}.__anext__()")
+                w.emit(f"{pad}    try: pending = finalizer.send(None)")
+                w.emit(f"{pad}    except StopAsyncIteration: {'return ret' if last else 'pass'}")
+                w.emit(f"{pad}    except BaseException as error:")
+                started = f"({st}, {r}, None, error)"
+                w.emit(f"{pad}        left = close_rest({rest}, None, mark, {started})")
+                w.emit(f"{pad}    else:")
                 w.emit(
-                    f"                left = close_rest({rest}, None, mark, "
+                    f"{pad}        left = close_rest({rest}, None, mark, "
                     f"({st}, {r}, finalizer, pending))"
                 )
-                w.emit("            except StopAsyncIteration: pass")
-                w.emit("            except BaseException as error:")
-                started = f"({st}, {r}, None, error)"
-                w.emit(f"                left = close_rest({rest}, None, mark, {started})")
             w.emit("    else:")
             w.emit(f"        left = close_now({everything}, None, guard)")
-        else:
-            w.emit(f"    left = close_now({everything}, None, guard)")
+            # Every path that gets here has a teardown under way in *left*.
+            w.emit("    errors = await left")
+            w.emit("    if errors: settle(None, errors)")
+            return
+        w.emit(f"    left = close_now({everything}, None, guard)")
         w.emit("    if left is not None:")
         w.emit("        errors = await left")
         w.emit("        if errors: settle(None, errors)")
