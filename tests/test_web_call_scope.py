@@ -319,3 +319,12 @@ async def test_an_override_reaches_a_route_already_started_without_a_call_scope(
         got.append((await client.get("/tx")).json())
     assert got == [1, 2, 3, -1, 4]
     assert events == [e for n in (1, 2, 3, 4) for e in (f"begin {n}", f"commit {n}")]
+
+
+def test_a_route_puts_its_exit_on_fastapis_stack_with_one_append() -> None:
+    """The route's exit goes on FastAPI's request exit stack by appending to the stack's
+    own list of exits, the shape every CPython we support has; if a Python changes it,
+    this fails (and routes fall back to `push_async_exit`)."""
+    from resolvent import starlette
+
+    assert starlette._APPENDS

@@ -209,8 +209,8 @@ def generate(
     the plan has CALL resources) for a call with no call scope, no framework values and
     no session, which it does not take: ``entry(args, body)``, or ``entry(app, args,
     body)`` for a plan with APP values (the container binds *app*). A fifth, ``kept``, is
-    ``direct`` that leaves the CALL resources open: it takes, as *call*, the exits (an
-    `Exits`) where it lists each one once open, and the caller closes them later (a web
+    ``direct`` that leaves the CALL resources open: it takes, as *call*, the exits (a
+    `Kept`) where it lists each one once open, and the caller closes them later (a web
     request's, after its response is sent), also when this function raises; it takes no
     call scope, so it records no value for one to share. A call whose
     arguments are exactly *arguments* and whose *body* is the given *body* (the plan's
@@ -456,6 +456,7 @@ class _Function:
         pad = "    " * (1 + (direct and not kept))
         if kept:
             w.emit("    exits, call = call, None")
+            w.emit("    exits.guard = begin()")
         elif direct:
             # As a call scope does (see `Exits`): a cancel scope entered below every
             # resource is shielded for the teardown, so a provider's own scopes are left

@@ -104,26 +104,30 @@ class Exits(list[tuple["Step", Any]]):
                 raise
 
 
-class Kept(Exits):
-    """The CALL resources a plan's generated ``kept`` function opened, closed when the
-    caller is done with them: by `close`, or as an exit of an exit stack (``__aexit__``).
+class Kept(list[tuple["Step", Any]]):
+    """The CALL resources a plan's generated ``kept`` function opened, closed when its
+    caller is done with them, as the exit of an exit stack (``__aexit__``).
 
-    Made where a call scope would be entered (its teardown is shielded the same way, see
-    `Exits`), before the plan starts: make it, hand its exit on at once (a failing
-    resolution closes what opened), then start the plan with it.
+    Give it to the ``kept`` function right after handing its exit on (so a failing
+    resolution closes what opened too): the function's first step marks where a call
+    scope would have been entered (``guard``, see `resolvent._shield.begin`), and the
+    teardown is shielded from there, as a call scope's is (see `Exits`).
     """
 
-    __slots__ = ()
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.guard = begin()
+    __slots__ = ("guard",)
+    guard: Any  # from `begin`: a mark (asyncio) or an entered cancel scope
 
     async def __aenter__(self) -> Kept:
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        await self.close(exc)
+        guard = self.guard
+        if guard.__class__ is tuple:  # shielded once needed (see `resolvent._shield`)
+            left = close_now(self, exc, guard)
+            if left is not None:
+                settle(exc, await left)
+            return
+        settle(exc, await close_guarded(self, exc, guard))
 
 
 class Held:

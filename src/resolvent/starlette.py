@@ -20,6 +20,7 @@ This module needs Starlette (``pip install resolvent[starlette]``); the core nev
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import importlib.util
@@ -271,7 +272,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
             await response(scope, receive, send)
 
     alone = _Alone(container, plan)
-    ready = alone.ready
+    ready, routes = alone.ready, alone.routes
     blocks, overrides = override_state(container)
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -291,21 +292,31 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
                 # Its CALL resources close on FastAPI's request exit stack, after the
                 # response, as the call scope's would.
                 stack = scope.get(_REQUEST_STACK)
+                route = scope.get("route")
+                last = routes.get(id(route))  # (route, last), see `_Alone.last_in`
                 if (
                     stack is not None
-                    and alone.last_in(scope.get("route"))
+                    and (last[1] if last is not None and last[0] is route else alone.last_in(route))
                     and not (blocks and overrides.get() is not None)
                 ):
                     start = ready.get(alone)
                     if start is None:
                         start = alone.prepare()
                     if start is not None:
+                        # Its values: the connection by its type, told by the ASGI scope.
+                        values = {
+                            WebSocket if scope["type"] == "websocket" else Request: connection
+                        }
                         app = app_scope(container)
                         if not alone.kept:
-                            return await start(kwargs, _values(connection), None, app, None, fn)
+                            return await start(kwargs, values, None, app, None, fn)
                         kept = Kept()
-                        stack.push_async_exit(kept)
-                        return await start(kwargs, _values(connection), kept, app, None, fn)
+                        if _APPENDS and stack.__class__ is AsyncExitStack:
+                            # `push_async_exit`, less its three frames (see `_appends`)
+                            stack._exit_callbacks.append((False, kept.__aexit__))  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
+                        else:
+                            stack.push_async_exit(kept)
+                        return await start(kwargs, values, kept, app, None, fn)
             held = await _held_call(container, connection)
             if held is not None:
                 return await held.run(plan, **kwargs)
@@ -383,6 +394,24 @@ def _bind(name: str, instance: str | None, args: Sequence[Any]) -> dict[str, Any
         "only, a method its instance and the request.\n"
         "  fix: use it as a Starlette endpoint, an HTTPEndpoint method or a FastAPI route"
     )
+
+
+def _appends() -> bool:
+    """Whether this Python's `AsyncExitStack` keeps its exits as ``(is_sync, callback)``
+    pairs in a deque, ``_exit_callbacks``, as every CPython since 3.7 does: then a
+    route pushes its exit with one append, not through three frames of contextlib's on
+    each request. Checked once, on a stack of its own; a test fails if it ever is not."""
+
+    async def probe(*exc_details: Any) -> None:
+        return None
+
+    stack = AsyncExitStack()
+    stack.push_async_exit(probe)
+    callbacks: Any = getattr(stack, "_exit_callbacks", None)
+    return isinstance(callbacks, collections.deque) and list(callbacks) == [(False, probe)]  # pyright: ignore[reportUnknownArgumentType]
+
+
+_APPENDS = _appends()
 
 
 def _unbound(fn: Any) -> Any:
