@@ -66,7 +66,8 @@ _LAZY = ("hashlib", "json", "logging", "pydantic", "sqlite3")
 # needs it: the code generator (a plan turning hot), the state stores, overrides (tests),
 # the start-up checks (a lifespan starting), the topological sort (a worker-thread step),
 # CALL and SESSION scopes (the first `Container.call` or `session`), asking (the first
-# resolver that asks), and what a failure says (its note, the log nobody else receives).
+# resolver that asks), worker threads (the first sync resolver), and what a failure says
+# (its note, the log nobody else receives).
 _LAZY_OWN = (
     "resolvent._codegen",
     "resolvent._stores",
@@ -78,6 +79,7 @@ _LAZY_OWN = (
     "resolvent._call",
     "resolvent._session",
     "resolvent._rounds",
+    "resolvent._threads",
     "resolvent._failures",
     "resolvent._log",
 )
@@ -160,6 +162,63 @@ assert anyio.run(container.run, hello) == "hi ann"
 assert sys.modules["resolvent._container"].Call is sys.modules["resolvent._call"].Call
 """,
         ("resolvent._call",),
+    ),
+    # A sync resolver runs in a worker thread: here in a plan's generated code.
+    "a worker-thread resolver": (
+        """
+def name() -> str:
+    return "ann"
+
+async def hello(name: Annotated[str, Resolve(name)]) -> str:
+    return "hi " + name
+
+assert anyio.run(container.run, hello) == "hi ann"
+""",
+        ("resolvent._threads",),
+    ),
+    # An APP value made by a sync provider, in a worker thread.
+    "a worker-thread APP value": (
+        """
+@container.provider(scope=Scope.APP)
+def name() -> str:
+    return "ann"
+
+async def hello(name: Annotated[str, Resolve(name)]) -> str:
+    return "hi " + name
+
+async def main() -> str:
+    async with container:
+        return await container.run(hello)
+
+assert anyio.run(main) == "hi ann"
+""",
+        ("resolvent._threads",),
+    ),
+    # The interpreter's and the resource opener's own first hops bind the functions they
+    # call per step, so later steps find a plain global.
+    "worker threads in concurrent branches": (
+        """
+def name() -> str:
+    return "ann"
+
+def resource() -> Iterator[str]:
+    yield "!"
+
+async def hello(
+    name: Annotated[str, Resolve(name)], mark: Annotated[str, Resolve(resource)]
+) -> str:
+    return "hi " + name + mark
+
+async def main() -> str:
+    async with container.call(concurrent=True) as call:
+        return await call.run(hello)
+
+assert anyio.run(main) == "hi ann!"
+threads = sys.modules["resolvent._threads"]
+assert sys.modules["resolvent._interpreter"].in_thread is threads.in_thread
+assert sys.modules["resolvent._resources"].abandonable is threads.abandonable
+""",
+        ("resolvent._threads",),
     ),
     "a session": (
         """

@@ -15,7 +15,6 @@ from ._kinds import Kind
 from ._questions import QUESTION_KINDS
 from ._resources import Holder, enter
 from ._teardown import close_resources
-from ._threads import abandonable
 
 if TYPE_CHECKING:
     from ._plan import Step
@@ -165,7 +164,12 @@ async def produce(scope: LiveScope, step: Step, make: Callable[[], Any]) -> Any:
         value = await make()
     elif kind is Kind.SYNC:
         # Abandoned if its scope closes while it blocks: closing does not wait for it.
-        value = make() if step.inline else await abandonable(make)
+        if step.inline:
+            value = make()
+        else:
+            from ._threads import abandonable  # once per value made in a worker thread
+
+            value = await abandonable(make)
     else:
         obj = make()
         if step.awaits:  # an async factory of a context manager

@@ -20,7 +20,6 @@ from ._scopes import Scope
 from ._sharing import MISSING
 from ._shield import begin, outer_cancelled
 from ._teardown import close_now, close_rest, settle
-from ._threads import abandonable, in_thread
 
 if TYPE_CHECKING:
     from ._plan import Input, Step
@@ -242,8 +241,6 @@ def generate(
         enter=enter,
         hold=hold,
         partial=functools.partial,
-        in_thread=in_thread,
-        to_thread=abandonable,
         fail=fail,
         PLAN=plan_ref,
         begin=begin,
@@ -258,6 +255,10 @@ def generate(
         from ._rounds import ask
 
         ns["ask"] = ask
+    if root_threaded or any(s.threaded for s in steps):  # and threads, with one that has one
+        from ._threads import abandonable, in_thread
+
+        ns.update(in_thread=in_thread, to_thread=abandonable)
     order = positional(body) if body is not None else ()
     blocks = _blocks(steps)
     # A sync handler whose last resolvers run in a thread is called in that same hop.

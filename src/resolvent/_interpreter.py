@@ -21,11 +21,21 @@ from ._resources import enter
 from ._scopes import Scope
 from ._sharing import MISSING, Creation, Sharing, claim, release
 from ._teardown import Exits
-from ._threads import in_thread
 
 if TYPE_CHECKING:
     from ._plan import Input, Plan, Step
     from ._sharing import CallLike
+    from ._threads import in_thread
+else:
+
+    async def in_thread(*args: Any) -> Any:
+        """The first worker-thread step loads `_threads` and puts its `in_thread` in this
+        name, so later steps call it through a plain global, as if imported at the top."""
+        global in_thread
+        from ._threads import in_thread
+
+        return await in_thread(*args)
+
 
 __all__ = ("interpret", "interpret_alone", "run_concurrently", "run_step")
 

@@ -21,10 +21,20 @@ from ._home import spawn_home
 from ._kinds import Kind
 from ._shield import here
 from ._teardown import Exits, Held, close_resources, finalize, finalize_sync, settle
-from ._threads import abandonable
 
 if TYPE_CHECKING:
     from ._plan import Step
+    from ._threads import abandonable
+else:
+
+    async def abandonable(*args: Any) -> Any:
+        """The first resource set up in a worker thread loads `_threads` and puts its
+        `abandonable` in this name, so later set-ups call it through a plain global."""
+        global abandonable
+        from ._threads import abandonable
+
+        return await abandonable(*args)
+
 
 __all__ = ("Holder", "enter", "hold", "open_resource", "plain_cell")
 
