@@ -372,48 +372,38 @@ class _Compiler:
                     self.close(key)
                     stack.pop()
                     edges_of.pop()
-        # What the plan holds, in one pass: its scopes, and whether a CALL step is a
-        # resource or runs in a worker thread.
-        scopes: set[Scope] = set()
-        call_resources = call_threads = False
-        for key in post:
-            provider = nodes[key].provider
-            scope = provider.scope
-            scopes.add(scope)
-            if scope is Scope.CALL:
-                kind = provider.info.kind
-                if kind is Kind.SYNC:
-                    call_threads = call_threads or not provider.inline
-                elif kind is not Kind.ASYNC:
-                    call_resources = True
-        if call_threads:
-            from ._toposort import toposort  # needed only when a step runs in a thread
+        # With no worker-thread step the sort keeps the walk's post-order as it is, so
+        # the steps are built in that order, and again sorted if a step runs in a thread
+        # (with overrides, sorted first: their checks raise in the plan's order).
+        order = post if self.overrides is NO_OVERRIDES else self.sort(post)
+        graph = self.build(order, root_inputs, tuple(arguments))
+        if graph.call_threads and order is post:
+            graph = self.build(self.sort(post), root_inputs, graph.arguments)
+        return graph
 
-            order = toposort(
-                post,
-                lambda key: {c for _, c in nodes[key].edges or ()},
-                lambda key: _threaded(nodes[key]),
-            )
-        else:
-            # With no worker-thread step the sort keeps the walk's post-order as it is
-            # (every key's children come before it, and ties go to the earlier key).
-            order = post
-        steps, inputs = self.build(order, root_inputs)
-        return Graph(
-            self.root,
-            steps,
-            inputs,
-            tuple(arguments),
-            tuple(self.used_values),
-            frozenset(scopes),
-            call_resources,
-            call_threads,
+    def sort(self, post: list[Hashable]) -> list[Hashable]:
+        """The plan's order: the walk's post-order (every key's children come before it,
+        and ties go to the earlier key), sorted if a step runs in a worker thread."""
+        nodes = self.nodes
+        if not any(_threaded(nodes[key]) for key in post):
+            return post
+        from ._toposort import toposort  # needed only when a step runs in a thread
+
+        return toposort(
+            post,
+            lambda key: {c for _, c in nodes[key].edges or ()},
+            lambda key: _threaded(nodes[key]),
         )
 
     def build(
-        self, order: list[Hashable], root_inputs: list[Input | tuple[Param, Hashable]]
-    ) -> tuple[tuple[Step, ...], tuple[Input, ...]]:
-        """The plan's steps in *order*, and the root's inputs."""
+        self,
+        order: list[Hashable],
+        root_inputs: list[Input | tuple[Param, Hashable]],
+        arguments: tuple[str, ...],
+    ) -> Graph:
+        """The plan's steps in *order*, and what they hold (in the same pass)."""
+        scopes: set[Scope] = set()
+        call_resources = call_threads = False
         index = {key: i for i, key in enumerate(order)}
         taints: dict[Hashable, frozenset[int]] = {}
         wire_seen: dict[str, int] = {}
@@ -441,7 +431,10 @@ class _Compiler:
                 if len(templates) >= _MAX_BASES:
                     templates.clear()
                 templates[key] = template
-            _, fn, name, scope, kind, inline, may_ask, base, awaits = template
+            _, fn, name, scope, kind, inline, may_ask, base, awaits, resource, threads = template
+            scopes.add(scope)
+            call_resources = call_resources or resource
+            call_threads = call_threads or threads
             count = wire_seen.get(base, 0)
             wire_seen[base] = count + 1
             parent = node.parent
@@ -465,7 +458,16 @@ class _Compiler:
                     awaits,
                 )
             )
-        return tuple(steps), _inputs(root_inputs, index)
+        return Graph(
+            self.root,
+            tuple(steps),
+            _inputs(root_inputs, index),
+            arguments,
+            tuple(self.used_values),
+            frozenset(scopes),
+            call_resources,
+            call_threads,
+        )
 
 
 def _inputs(
@@ -519,14 +521,20 @@ def build_graph(
 def _threaded(node: _Node) -> bool:
     """Whether *node*'s step runs in a worker thread (a plain sync CALL function)."""
     provider = node.provider
-    return provider.info.kind is Kind.SYNC and not provider.inline and provider.scope is Scope.CALL
+    return provider.scope is Scope.CALL and _threaded_kind(provider.info.kind, provider.inline)
+
+
+def _threaded_kind(kind: Kind, inline: bool) -> bool:
+    return kind is Kind.SYNC and not inline
 
 
 def _template(provider: Provider) -> tuple[Any, ...]:
     """What every step of *provider* holds, whatever plan it is in: the provider (what
     the template is valid for), fn, name, scope, kind, inline, may_ask, the wire key's
-    base and awaits, as `Step` takes them."""
+    base and awaits, as `Step` takes them; then whether it is a CALL resource and
+    whether it is a CALL step run in a worker thread."""
     info = provider.info
+    call = provider.scope is Scope.CALL
     return (
         provider,
         info.fn,
@@ -539,6 +547,8 @@ def _template(provider: Provider) -> tuple[Any, ...]:
         info.may_ask and provider.scope is Scope.CALL,
         _wire_base(info.fn),
         info.awaits,
+        call and info.kind.is_resource,
+        call and _threaded_kind(info.kind, provider.inline),
     )
 
 
