@@ -2,6 +2,7 @@
 its calls then start the generated code directly, as `container.run` does, instead of
 asking the cold runner on every call (which cost the in-process tools/call benchmark 7%)."""
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import anyio
@@ -9,7 +10,7 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from mcp_helpers import MODES, client, text
-from resolvent import Container, Resolve
+from resolvent import Container, Resolve, Scope
 from resolvent._plan import Plan
 
 
@@ -120,3 +121,56 @@ async def test_a_hot_tool_obeys_concurrent_and_call_timeout_set_later(mode: str)
             result = await c.call_tool("pair", {})
     assert result.is_error
     assert "call_timeout=0.05" in text(result)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_hot_tool_that_takes_nothing_from_the_request_follows_the_app_scope(
+    mode: str,
+) -> None:
+    """A tool with no Context starts its plan's generated entry, bound to the open APP
+    scope: after the server's lifespan closes and opens again it uses the new APP
+    values, and its CALL resource opens and closes on every call, the failing one too."""
+    container = Container()
+    server = MCPServer("t", lifespan=container.lifespan)
+    events: list[str] = []
+    opened = iter(range(1, 100))
+
+    @container.provider(scope=Scope.APP)
+    async def pool() -> AsyncIterator[int]:
+        n = next(opened)
+        events.append(f"pool {n} open")
+        yield n
+        events.append(f"pool {n} close")
+
+    async def cursor(p: Annotated[int, Resolve(pool)]) -> AsyncIterator[str]:
+        events.append("cursor open")
+        try:
+            yield f"cursor on pool {p}"
+        except RuntimeError:
+            events.append("cursor saw the error")
+            raise
+        finally:
+            events.append("cursor close")
+
+    from resolvent.mcp import inject
+
+    @server.tool()
+    @inject(container)
+    async def read(fail: bool, c: Annotated[str, Resolve(cursor)]) -> str:
+        if fail:
+            raise RuntimeError("boom")
+        return c
+
+    got: list[str] = []
+    for _ in range(2):  # each connection enters and leaves the server's lifespan
+        async with client(server, mode) as c:
+            for _ in range(4):
+                got.append(text(await c.call_tool("read", {"fail": False})))
+            assert (await c.call_tool("read", {"fail": True})).is_error
+    assert got == ["cursor on pool 1"] * 4 + ["cursor on pool 2"] * 4
+    call = ["cursor open", "cursor close"]
+    failed = ["cursor open", "cursor saw the error", "cursor close"]
+    assert events == [
+        *["pool 1 open", *call * 4, *failed, "pool 1 close"],
+        *["pool 2 open", *call * 4, *failed, "pool 2 close"],
+    ]

@@ -26,6 +26,7 @@ import functools
 import inspect
 import typing
 from collections.abc import Awaitable, Callable, Hashable
+from types import MethodType
 from typing import Any, TypeVar
 
 import mcp_types as types
@@ -166,6 +167,13 @@ class _Tool:
         # A handler that needs nothing from the request takes no Context: the SDK refuses
         # one on a static resource, which is called with no arguments at all.
         self.takes_ctx = Context in plan.value_types or self.asks or self.uses_session
+        # A tool that needs no framework value, asks nothing and has no SESSION values
+        # starts, once checked, as `Container.run` starts a plan: its generated entry
+        # (``entry(kwargs, body)``); its wrapper is made for that, once.
+        self.bare = self.bare_plan
+        # What `run` last made ready, and for which plan (an override's is never).
+        self.ready_start: Callable[..., Any] | None = None
+        self.ready_for: Plan | None = None
         self.wrapper = self._make_wrapper(plan)
 
     def _flags(self, plan: Plan) -> None:
@@ -177,6 +185,7 @@ class _Tool:
         # itself (as Container.run starts such a plan): no scope object needed.
         resources_inline = not plan.needs_call or plan.direct_fn is not None
         self.direct = resources_inline and not self.asks and not self.uses_session
+        self.bare_plan = self.direct and not plan.value_types
         direct = plan.direct_fn if plan.needs_call else None
         self.start = direct if direct is not None else plan.run_fn
         if is_cold(self.start):  # interpreted until hot: then start the generated code
@@ -184,10 +193,33 @@ class _Tool:
 
     def _hot(self, plan: Plan, function: Callable[..., Any]) -> None:
         if self.plan is plan:  # not a plan an override or a new provider replaced since
-            ready = ready_table(self.container)
-            if ready.get(self) is self.start:
-                ready[self] = function
             self.start = function
+            ready, started = ready_table(self.container), self.ready_start
+            if started is not None and self.ready_for is plan and ready.get(self) is started:
+                start = self.ready_start = self._ready_start()
+                if start is None:
+                    del ready[self]
+                else:
+                    ready[self] = start
+
+    def _ready_start(self) -> Callable[..., Any] | None:
+        """What the wrapper's hot path starts for the current plan (checked by `run`):
+        ``start(kwargs, values, call, app, session, body)``, or for a `bare` tool
+        ``start(kwargs, body)``; None if the wrapper cannot start this plan itself."""
+        if not self.bare:
+            return self.start
+        if not self.bare_plan:  # recompiled (a new provider) into a plan that takes values
+            return None
+        if is_cold(self.start):
+            return functools.partial(self._cold, self.start)
+        plan = self.plan
+        if Scope.APP in plan.scopes:
+            return MethodType(plan.entry_fn, app_scope(self.container))
+        return plan.entry_fn
+
+    async def _cold(self, start: Callable[..., Any], kwargs: dict[str, Any], body: Any) -> Any:
+        """A `bare` tool's start while its plan is interpreted (its first calls)."""
+        return await start(kwargs, _NO_VALUES, None, app_scope(self.container), None, body)
 
     def _make_wrapper(self, plan: Plan) -> Callable[..., Awaitable[Any]]:
         fn = self.fn
@@ -214,6 +246,25 @@ class _Tool:
 
         plain = _PLAIN_RESULTS
 
+        async def bare(**kwargs: Any) -> Any:
+            start = ready.get(tool)
+            if start is None or (blocks and overrides.get() is not None):
+                return await run(kwargs)
+            # The hot path of a tool that takes nothing from the request (see `bare`).
+            try:
+                result = await start(kwargs, body)
+            except StateError as exc:
+                raise state_refusal(None, tool.plan, exc) from None
+            try:
+                if result.__class__ in plain:  # not InputRequiredResult: told by its class
+                    return result
+            except TypeError:  # a class whose metaclass is unhashable
+                pass
+            if isinstance(result, own_flow):
+                return tool._own_result(result)
+            _remember_plain(result.__class__)
+            return result
+
         async def wrapper(**kwargs: Any) -> Any:
             start = ready.get(tool)
             if start is None or (blocks and overrides.get() is not None):
@@ -238,6 +289,7 @@ class _Tool:
             _remember_plain(result.__class__)
             return result
 
+        chosen = bare if self.bare else wrapper
         annotations: dict[str, Any] = {
             p.name: p.annotation for p in params if p.annotation is not inspect.Parameter.empty
         }
@@ -246,12 +298,12 @@ class _Tool:
         for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
             value = getattr(fn, attribute, None)
             if value is not None:
-                setattr(wrapper, attribute, value)
-        wrapper.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
-        wrapper.__annotations__ = annotations
-        wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
-        setattr(wrapper, INJECTED, True)
-        return wrapper
+                setattr(chosen, attribute, value)
+        chosen.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+        chosen.__annotations__ = annotations
+        chosen.__wrapped__ = fn  # type: ignore[attr-defined]
+        setattr(chosen, INJECTED, True)
+        return chosen
 
     async def run(self, kwargs: dict[str, Any]) -> Any:
         """One ``tools/call``, ``prompts/get`` or ``resources/read`` (one round of it)."""
@@ -265,7 +317,10 @@ class _Tool:
             if self.needs_app:
                 check_scopes(container, plan)
             if plan.overrides is None:  # the wrapper starts it itself from now on
-                ready_table(container)[self] = self.start
+                start = self._ready_start()
+                if start is not None:
+                    ready_table(container)[self] = self.ready_start = start
+                    self.ready_for = plan
             try:
                 result = await self.start(
                     kwargs, {Context: ctx}, None, app_scope(container), None, self.fn
