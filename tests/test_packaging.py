@@ -339,6 +339,39 @@ def test_a_lazy_public_name_is_the_object_its_module_defines(tmp_path: Path) -> 
     assert _fresh(code, tmp_path) == "True"
 
 
+# `Kind` is built from its class body by the standard library's fast path for enums where
+# there is one; without it the class statement makes the enum. Either way, the same enum.
+_DESCRIBE_KIND = """
+import enum, pickle, sys
+if sys.argv[1] == "without":  # the standard library's own modules still use it
+    import anyio.lowlevel, anyio.to_thread, dis, inspect, threading
+    del enum._simple_enum
+from resolvent._kinds import Kind
+print(type(Kind) is enum.EnumType, issubclass(Kind, enum.Enum), Kind.__doc__)
+print([(k.name, k.value, k.is_resource, k.is_async, repr(k), str(k)) for k in Kind])
+print(Kind("function") is Kind.SYNC, Kind["GENERATOR"] is Kind.GENERATOR, len(Kind))
+print(all(pickle.loads(pickle.dumps(k)) is k for k in Kind), Kind.SYNC != "function")
+"""
+
+
+def test_kind_is_the_same_enum_with_or_without_the_fast_path(tmp_path: Path) -> None:
+    def described(how: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-c", _DESCRIBE_KIND, how],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    fast = described("with")
+    assert fast.startswith("True True How a provider produces its value"), fast
+    assert described("without") == fast
+
+
 # `import resolvent` defines its record classes without @dataclass, which compiles
 # several methods per class at import (about 1 ms each, a dozen classes).
 _FIND_DATACLASSES = """

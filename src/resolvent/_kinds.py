@@ -15,15 +15,36 @@ import threading
 import types
 import typing
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
-from typing import Any, get_args, get_origin
+from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin
 
 from ._annotations import NO_DEFAULT, describe_fn, strict_hints, wrapped_of
 from ._errors import InvalidSignature
 
 __all__ = ("Kind", "call_kind", "kind_and_provides")
 
+# `class Kind(enum.Enum)` costs about 100 us of every import: EnumType checks the body and
+# makes each member through descriptors. The standard library builds its own enums this
+# way (`http.HTTPStatus`, `re.RegexFlag`): `enum._simple_enum` turns a plain class body into
+# the same Enum class, at a fraction of the cost. Where it is missing, the class statement
+# makes the enum as usual; type checkers see a plain Enum either way.
+if TYPE_CHECKING:
+    _C = TypeVar("_C")
+    _EnumBody = enum.Enum
 
-class Kind(enum.Enum):
+    def _built(cls: _C) -> _C: ...
+
+elif hasattr(enum, "_simple_enum"):
+    _EnumBody = object
+    _built = enum._simple_enum(enum.Enum)
+else:
+    _EnumBody = enum.Enum
+
+    def _built(cls: Any) -> Any:
+        return cls
+
+
+@_built
+class Kind(_EnumBody):
     """How a provider produces its value; decided once per function."""
 
     ASYNC = "async function"
