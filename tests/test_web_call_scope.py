@@ -328,3 +328,33 @@ def test_a_route_puts_its_exit_on_fastapis_stack_with_one_append() -> None:
     from resolvent import starlette
 
     assert starlette._APPENDS
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", WEB_MODES)
+def test_a_starlette_endpoint_that_hands_over_to_another_shares_its_call_scope(
+    mode: str, backend: str
+) -> None:
+    """A Starlette endpoint that answers with another injected endpoint's response: the
+    other one resolves in the request's CALL scope, so their resource opens once."""
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse, Response
+    from starlette.routing import Route
+
+    events: list[str] = []
+    _, container, transaction = transaction_app(events, mode)
+
+    @inject(container)
+    async def inner(tx: Annotated[int, Resolve(transaction)]) -> Response:
+        return PlainTextResponse(f"inner {tx}")
+
+    @inject(container)
+    async def outer(request: Request, tx: Annotated[int, Resolve(transaction)]) -> Any:
+        events.append(f"outer {tx}")
+        return await inner(request)
+
+    app = Starlette(routes=[Route("/", outer)], lifespan=container.lifespan)
+    with TestClient(app, backend=backend) as client:
+        assert client.get("/").text == "inner 1"
+        assert client.get("/").text == "inner 2"
+    assert events == ["begin 1", "outer 1", "commit 1", "begin 2", "outer 2", "commit 2"]

@@ -266,10 +266,21 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
         receive: Receive,
         send: Send,
     ) -> None:
-        # Starlette: the whole request, response included, runs in one CALL scope.
-        async with request_call(connection) as call:
+        # Starlette: the whole request, response included, runs in one CALL scope:
+        # `open_call`, written out (no generator context manager on every request).
+        calls = _request_calls(connection)
+        call = calls.get(container)
+        if call is not None:  # entered already in this request: its opener closes it
             response = await call.run(plan, **bound)
             await response(scope, receive, send)
+            return
+        async with container.call(values={Request: connection}) as call:
+            calls[container] = call
+            try:
+                response = await call.run(plan, **bound)
+                await response(scope, receive, send)
+            finally:
+                del calls[container]
 
     alone = _Alone(container, plan)
     ready, routes = alone.ready, alone.routes
