@@ -34,14 +34,14 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 else:
 
-    def Call(*args: Any) -> Any:
+    def Call(*args: Any, **kwargs: Any) -> Any:
         """Open the first call scope: load `resolvent.Call` (a program that only uses `run`
         may never need it) and put the class itself in this name, so each later ``Call(...)``
         in this module is a plain global lookup, as if it had been imported at the top."""
         global Call
         from ._call import Call
 
-        return Call(*args)
+        return Call(*args, **kwargs)
 
 
 __all__ = ("Container",)
