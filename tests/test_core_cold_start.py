@@ -426,3 +426,26 @@ async def test_marking_a_resolver_below_a_shared_one_inline_later_is_honoured() 
     assert [s.inline for s in container.compile(second).steps] == [True, True]
     async with container:
         assert await container.run(second) == 2
+
+
+async def test_an_outcome_of_a_resolver_that_never_asks_is_the_same_cold_and_hot() -> None:
+    """A consumer may take a plain resolver's value as an accepted outcome: its first
+    (interpreted) calls hand over the same outcome as its generated code, to a resolver
+    and to the handler."""
+    from resolvent import Accepted
+
+    async def plain() -> Confirm:
+        return Confirm(ok=True)
+
+    async def middle(c: Annotated[Accepted[Confirm], Resolve(plain)]) -> bool:
+        return isinstance(c, Accepted) and c.data == Confirm(ok=True)
+
+    async def handler(
+        m: Annotated[bool, Resolve(middle)], c: Annotated[Accepted[Confirm], Resolve(plain)]
+    ) -> tuple[bool, bool]:
+        return m, isinstance(c, Accepted) and c.data == Confirm(ok=True)
+
+    container = Container()
+    async with container:
+        seen = [await container.run(handler) for _ in range(4)]
+    assert seen == [(True, True)] * 4

@@ -197,13 +197,28 @@ async def interpret_alone(
     value is made here, so there is nothing to claim from another resolution or to
     memoize beyond the plan's own list of values. What a cold plan's first calls run."""
     vals: list[Any] = [MISSING] * len(plan.steps)
+    call_scope, is_async = Scope.CALL, Kind.ASYNC
     for step in plan.steps:
         try:
-            kwargs = _kwargs(step.inputs, vals, args, values, step.name)
-            assert kwargs is not None  # nothing pending: no step asks
+            kwargs: dict[str, Any] = {}
+            for item in step.inputs:  # `_kwargs`, with nothing pending: no step asks
+                if item.source == "step":
+                    value = vals[item.step]
+                    if item.outcome is not None or value.__class__ is Answered:
+                        value = _consume(value, item, step.name)
+                    kwargs[item.name] = value
+                elif item.source == "arg":
+                    if item.arg in args:
+                        kwargs[item.name] = args[item.arg]
+                    elif item.default is not NO_DEFAULT:
+                        kwargs[item.name] = item.default
+                    else:
+                        raise KeyError(item.arg)
+                else:
+                    kwargs[item.name] = values[item.value_type]
             scope = step.scope
-            if scope is Scope.CALL:
-                if step.kind is Kind.ASYNC:
+            if scope is call_scope:
+                if step.kind is is_async:
                     value = await step.fn(**kwargs)
                 else:  # a sync function run inline (`cold_shape`: no thread, no resource)
                     value = step.fn(**kwargs)
@@ -221,9 +236,9 @@ async def interpret_alone(
                 raise
             raise error from exc
         vals[step.index] = value
-    kwargs = _kwargs(plan.inputs, vals, args, values, plan.name)
-    assert kwargs is not None
-    return kwargs
+    injected = _kwargs(plan.inputs, vals, args, values, plan.name)
+    assert injected is not None
+    return injected
 
 
 async def run_concurrently(
