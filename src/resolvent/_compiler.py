@@ -134,7 +134,7 @@ class _Compiler:
         existing = key if found is None else resolver_key(found[1])
         if existing in self.nodes:  # already read: each function is read once per compile
             return existing
-        original = self.registry.implicit(fn)
+        original = self.registry.implicit(fn, key)
         replaces: Hashable = None
         if found is not None:
             replaced, replacement = found
@@ -148,7 +148,7 @@ class _Compiler:
         else:
             provider = original
         provider.info.needs_return()
-        self.nodes[key] = _Node(provider, key, replaced, consumer, param.name, replaces=replaces)
+        self.nodes[key] = _Node(provider, key, replaced, consumer, param.name, replaces)
         return key
 
     def _by_type(

@@ -159,13 +159,15 @@ class Registry:
     def get(self, fn: Callable[..., Any]) -> Provider | None:
         return self.by_key.get(resolver_key(fn))
 
-    def implicit(self, fn: Callable[..., Any]) -> Provider:
+    def implicit(self, fn: Callable[..., Any], key: Hashable = None) -> Provider:
         """The provider for an unregistered resolver: CALL-scoped, inline if marked.
 
         resolvent's own built-in providers (the default state store) carry their scope
         in ``__resolvent_scope__``, so they need no registration in each container.
+        *key* is ``resolver_key(fn)``, if the caller has it already.
         """
-        key = resolver_key(fn)
+        if key is None:
+            key = resolver_key(fn)
         found = self.by_key.get(key)
         if found is not None:
             return found

@@ -116,6 +116,8 @@ def _may_ask(fn: Any, provides: Any) -> tuple[bool, Any, Any]:
         return True, provides, NO_DEFAULT
     if isinstance(provides, typing.TypeVar):
         return True, provides, NO_DEFAULT
+    if isinstance(provides, type) and not _is_question_type(provides):
+        return False, provides, NO_DEFAULT  # a class (not a union) that is no question
     members = _union_members(provides)
     arms = [m for m in members if _is_question_type(m)]
     if len(arms) > 1:
@@ -168,8 +170,8 @@ def _misplaced_marker(fn: Callable[..., Any], name: str) -> None:
     if not isinstance(raw, dict):
         return
     for param, annotation in typing.cast(dict[str, Any], raw).items():
-        if param == "return":
-            continue
+        if param == "return" or isinstance(annotation, _ANNOTATED):
+            continue  # an Annotated alias is neither a marker, nor its class, nor text
         written = isinstance(annotation, str) and _written_marker_pattern().fullmatch(annotation)
         if written or _is_marker(annotation) or _is_marker_class(annotation):
             raise InvalidSignature(
@@ -346,11 +348,17 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
                 f"  fix: `{p_name}: Annotated[{_written_type(annotation)}, "
                 f"{_written_marker(p_default)}]`, with no default"
             )
-        # The markers in its Annotated metadata (one is honoured), found once.
+        # The markers in its Annotated metadata (one is honoured), and whether a marker
+        # class is there instead, in one pass.
         annotated = isinstance(annotation, _ANNOTATED)
-        found = (
-            [m for m in annotation.__metadata__ if type(m) in RESOLVE_MARKERS] if annotated else ()
-        )
+        found: list[Any] = []
+        marker_class = False
+        if annotated:
+            for meta in annotation.__metadata__:
+                if type(meta) in RESOLVE_MARKERS:
+                    found.append(meta)
+                elif isinstance(meta, type) and meta in RESOLVE_MARKERS:
+                    marker_class = True
         if p_kind is _POSITIONAL_ONLY and p_default is not NO_DEFAULT and len(found) != 1:
             continue  # never passed: it keeps its default
         if p_kind is _VAR_POSITIONAL or p_kind is _POSITIONAL_ONLY:
@@ -371,29 +379,32 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
                 f"  fix: annotate it directly, `{p_name}: Annotated[T, Resolve(fn)]`; to receive a "
                 "declined question, use `Annotated[ElicitationResult[T], Resolve(fn)]`"
             )
-        if annotated and any(_is_marker_class(m) for m in annotation.__metadata__):
+        if marker_class:
             raise InvalidSignature(
                 f"parameter {p_name!r} of {name} has the class Resolve in Annotated, not a "
                 "marker; without parentheses it would be read as a call argument.\n"
                 f"  fix: `{p_name}: Annotated[T, Resolve(fn)]`, or `Resolve()` to find the "
                 "provider by T"
             )
-        if marker is not None and isinstance(marker.fn, Unresolved):
-            raise unresolved_error(fn, p_name, marker.fn.name, "the resolver it names")
-        if marker is not None and marker.fn is None and p_name in unresolved:
+        bare = annotation.__origin__ if annotated else annotation
+        if marker is None:
+            params.append(Param(p_name, bare, None, None, p_default))
+            continue
+        target = marker.fn
+        if isinstance(target, Unresolved):
+            raise unresolved_error(fn, p_name, target.name, "the resolver it names")
+        if target is None and p_name in unresolved:
             raise unresolved_error(
                 fn, p_name, unresolved[p_name], "the type to find the provider by, Resolve()"
             )
-        if marker is not None and marker.fn is not None and not callable(marker.fn):
+        if target is not None and not callable(target):
             raise InvalidSignature(
-                f"parameter {p_name!r} of {name} has Resolve({marker.fn!r}), and "
-                f"{marker.fn!r} (a {type(marker.fn).__qualname__}) is not callable.\n"
+                f"parameter {p_name!r} of {name} has Resolve({target!r}), and "
+                f"{target!r} (a {type(target).__qualname__}) is not callable.\n"
                 "  fix: pass the resolver itself, `Resolve(fn)`, not the result of calling "
                 "it, `Resolve(fn())`"
             )
-        bare = annotation.__origin__ if annotated else annotation
-        family = outcome_family(bare) if marker is not None else None
-        params.append(Param(p_name, bare, marker, family, p_default))
+        params.append(Param(p_name, bare, marker, outcome_family(bare), p_default))
     kind, provides, awaits = kind_and_provides(fn, returns)
     may_ask, provides, asks = (
         _may_ask(fn, provides) if not kind.is_resource else (False, provides, NO_DEFAULT)
