@@ -75,7 +75,9 @@ def _app_once(fn: Any) -> Any:
 
 def _call(i: int, graph: Graph) -> str:
     node = graph.nodes[i]
-    args = [f"d{j}=v{j}" for j in node.deps] + (["user_id=user_id"] if node.arg else [])
+    # By position, in the parameters' order (`node_source`: dependencies, then user_id):
+    # the fastest call CPython has, so the floor is the lowest straight-line code reaches.
+    args = [f"v{j}" for j in node.deps] + (["user_id"] if node.arg else [])
     return f"n{i}({', '.join(args)})"
 
 
@@ -137,7 +139,7 @@ async def handwritten(graph: Graph, stack: contextlib.AsyncExitStack) -> Instanc
         else:
             body.append(f"{indent}v{i} = await {_call(i, graph)}")
     flush_sync()
-    body.append(f"{indent}return await handler(user_id=user_id, r=v{graph.root})")
+    body.append(f"{indent}return await handler(user_id, v{graph.root})")
     for i in reversed([k for k, n in enumerate(graph.nodes) if n.kind == "agen"]):
         outer = finals.pop()
         body.append(f"{outer}finally:")
