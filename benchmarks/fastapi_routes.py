@@ -20,8 +20,8 @@ the way their documentation shows a request value reaching a dependency.
 
 One reference is timed beside them (in the JSON, not the table): the hand-written route with
 one empty ``yield`` dependency added, FastAPI's own cost of holding anything open until the
-response is sent that way (resolvent's FastAPI wrapper holds its CALL scope on FastAPI's
-per-request exit stack instead, with no dependency to solve).
+response is sent that way (resolvent's FastAPI wrapper puts the exit of its CALL resources
+on FastAPI's per-request exit stack instead, with no dependency to solve).
 """
 
 import contextlib
