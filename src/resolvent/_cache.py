@@ -102,11 +102,9 @@ class LiveScope:
                         return
                 holder = Holder(step, obj, hold_shielded=False)
                 start.abort = holder.abort
-                holder.on_open = lambda: self._settle(key, step, start, holder.value, None)
-                self.exits.append((step, holder))  # closed in setup order with the rest
+                holder.on_open = lambda: self._opened(key, step, start, holder)
                 await holder.run()  # returns once the resource is closed (or failed to open)
                 if not holder.opened:
-                    self.exits.remove((step, holder))
                     self._settle(key, step, start, None, holder.error)
                 return
             value: Any = None
@@ -119,6 +117,13 @@ class LiveScope:
             self._settle(key, step, start, None, self._closed_while_starting(step))
             return
         self._settle(key, step, start, value, None)
+
+    def _opened(self, key: Hashable, step: Step, start: Start, holder: Holder) -> None:
+        # Listed the moment its set-up finished, in the home task: values of one scope
+        # may start at once (concurrent branches, concurrent calls), and they are closed
+        # in reverse order of their set-up's end, not of its start.
+        self.exits.append((step, holder))
+        self._settle(key, step, start, holder.value, None)
 
     def _closed_while_starting(self, step: Step) -> RuntimeError:
         return RuntimeError(f"the {self.scope.name} scope closed while {step.name} was starting")

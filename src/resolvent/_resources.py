@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 import threading
 from collections.abc import Callable, Coroutine
@@ -178,12 +179,21 @@ async def hold(
     own; and the call's cancellation does not reach into the resource while it is held
     (a task group's background task keeps running until the teardown). A resource found
     to hold no scope is marked in its *plain* cell (`plain_cell`), and later calls set it
-    up in their own task (cheaper). Returns the open holder; the caller appends it to
-    *exits* (it closes like the generator: see `Holder.athrow`). If the caller is
-    cancelled once the resource opened, it is appended here, to be closed with the call.
+    up in their own task (cheaper). Returns the open holder, which closes like the
+    generator (see `Holder.athrow`). A call scope's *exits* (`Exits`) list it as its
+    set-up ends; any other list is the caller's to append it to, except when the caller
+    is cancelled once the resource opened: then it is appended here, to be closed with
+    the call.
     """
     holder = Holder(step, obj)
-    group = exits.group if isinstance(exits, Exits) else None
+    group = None
+    listed = isinstance(exits, Exits)
+    if isinstance(exits, Exits):
+        # Branches, or tasks sharing the call, may open resources at once: the holder
+        # lists itself the moment its set-up ends, so the call closes them in reverse
+        # order of that, whichever waiting task the event loop wakes first.
+        holder.on_open = functools.partial(_listed, exits, step, holder)
+        group = exits.group
     if group is not None:
         group.start_soon(holder.run)
     else:
@@ -199,7 +209,7 @@ async def hold(
             holder.abort.cancel()
         with anyio.CancelScope(shield=True):
             await holder.settled.wait()
-        if holder.opened:
+        if holder.opened and not listed:
             exits.append((step, holder))
         elif holder.error is not None and not isinstance(
             holder.error, anyio.get_cancelled_exc_class()
@@ -235,8 +245,7 @@ async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
         if held and call:
             plain = plain_cell(step)
             if not plain[0]:  # may hold a scope open: in a task of its own
-                holder = await hold(exits, step, obj, plain)
-                exits.append((step, holder))
+                holder = await hold(exits, step, obj, plain)  # listed itself as it opened
                 return holder.value
         if held or (step.inline and call):
             # Set up and torn down in this task (a call's), in this task's context.
@@ -256,9 +265,15 @@ async def enter(exits: list[tuple[Step, Any]], step: Step, obj: Any) -> Any:
         return value
     if not held and not step.inline:
         obj = InContext(obj)  # set up and torn down in worker threads
-    holder = await hold(exits, step, obj)
-    exits.append((step, holder))
+    holder = await hold(exits, step, obj)  # listed itself in *exits* as it opened
     return holder.value
+
+
+def _listed(exits: Exits, step: Step, holder: Holder) -> None:
+    """List *holder*, whose set-up just ended, in its call's *exits*; once the call's
+    block has ended, its resolution closes it instead (`_opened_too_late`)."""
+    if not exits.closed:
+        exits.append((step, holder))
 
 
 async def _opened_too_late(step: Step, obj: Any) -> None:
