@@ -59,7 +59,8 @@ async def _build(stack: contextlib.AsyncExitStack, variant: str) -> Instance | s
             node_source(i, n, lambda j: f"d{j}", "user_id", "") for i, n in enumerate(graph.nodes)
         ]
         body = "\n".join(
-            f"    v{i} = await n{i}({', '.join([f'd{j}=v{j}' for j in n.deps] + (['user_id=user_id'] if n.arg else []))})"
+            # By position, as the other scenarios' floor (see benchmarks.impls._call).
+            f"    v{i} = await n{i}({', '.join([f'v{j}' for j in n.deps] + (['user_id'] if n.arg else []))})"
             for i, n in enumerate(graph.nodes)
         )
         src.append(f"async def tool(user_id: str) -> int:\n{body}\n    return v{graph.root}\n")
