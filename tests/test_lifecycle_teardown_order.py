@@ -8,16 +8,19 @@ the "open" events reversed. Where two set-ups end in one pass of the event loop,
 order the tasks waiting for them wake in must not matter (trio picks it at random).
 """
 
-from collections.abc import AsyncIterator, Callable
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Annotated, Any
 
 import anyio
+import anyio.to_thread
 import pytest
 from mcp.server.mcpserver import MCPServer
 
 from mcp_helpers import client, text
 from modes import MODES, make_container, run
-from resolvent import Container, Resolve, Scope, Session
+from resolvent import Container, Resolve, Scope, Session, inline
 from resolvent.mcp import inject
 
 # The modes of tests/modes.py, and a call scope of one's own, sequential or concurrent,
@@ -266,3 +269,237 @@ async def test_an_mcp_tools_resources_close_in_reverse_order_of_their_set_up() -
             group.start_soon(fast_call)
     for scope in shared:
         assert closed_in_reverse(shared[scope]) == ["fast", "slow"]
+
+
+# Sync resources (a plain generator, a sync context manager) set up in worker threads.
+# Their set-up ends "when the event loop receives its result": a thread that finished
+# first but whose result the loop has not taken yet has not ended. To make the order
+# deterministic, a set-up that must end second waits, in its thread, for a sign given
+# on the event loop once the first one's value has been received (a resolver that
+# uses it ran, or the call that opened it returned).
+
+WAIT = 10
+"""Seconds: the bound of every wait of these tests, in a worker thread or on the loop."""
+
+
+def sync_resource(
+    name: str,
+    events: list[str],
+    *,
+    after: threading.Event | None = None,
+    started: threading.Event | None = None,
+    manager: bool = False,
+) -> Callable[[], Any]:
+    """A sync resource recording its set-up's end and its teardown's start, as `resource`
+    does: a generator, or with *manager* a `contextlib.contextmanager`. Its set-up sets
+    *started*, then waits (bounded) for *after*, those of them that are given."""
+
+    def provider() -> Iterator[str]:
+        if started is not None:
+            started.set()
+        if after is not None:
+            assert after.wait(WAIT), f"the set-up of {name} waited for its turn in vain"
+        events.append(f"open {name}")
+        yield name
+        events.append(f"closed {name}")
+
+    provider.__name__ = provider.__qualname__ = name
+    return contextlib.contextmanager(provider) if manager else provider
+
+
+KINDS = ["sync, sync", "sync, async", "async, sync"]
+"""What the resources a and b of a test are: set up in a worker thread, or async."""
+
+
+@pytest.mark.parametrize("kinds", KINDS)
+@pytest.mark.parametrize("mode", CALL_MODES)
+async def test_sync_call_resources_close_in_reverse_order_of_their_set_up(
+    mode: str, kinds: str
+) -> None:
+    """Declared a, b, at least one of them sync, set up in a worker thread. In a
+    sequential mode a opens first; in a concurrent one their set-ups run at once, and a's
+    waits until the event loop has received b's value. The one opened last closes first."""
+    events: list[str] = []
+    kind_a, kind_b = kinds.split(", ")
+    gates: dict[str, anyio.Event] = {}  # a's turn, when a is async
+    b_seen = threading.Event()  # a's turn, when a is sync
+    if kind_a == "sync":
+        a = sync_resource("a", events, after=b_seen if concurrent(mode) else None)
+    else:
+        a = resource("a", events, gates)
+    b = sync_resource("b", events, manager=True) if kind_b == "sync" else resource("b", events)
+
+    async def seen_b(y: Annotated[str, Resolve(b)]) -> str:
+        b_seen.set()
+        if "b seen" in gates:
+            gates["b seen"].set()
+        return y
+
+    async def handler(x: Annotated[str, Resolve(a)], y: Annotated[str, Resolve(seen_b)]) -> str:
+        return x + y
+
+    async with make_container("call" if "call." in mode else mode) as container:
+        for _ in range(3):  # the first calls of a plan, and its hot code after them
+            events.clear()
+            b_seen.clear()
+            gates["b seen"] = anyio.Event()
+            if concurrent(mode):
+                gates["a after"] = gates["b seen"]
+            with anyio.fail_after(WAIT):
+                assert await call_in(container, handler, mode) == "ab"
+            expected = ["b", "a"] if concurrent(mode) else ["a", "b"]
+            assert closed_in_reverse(events) == expected
+
+
+async def test_three_sync_call_resources_close_in_reverse_order_of_their_set_up() -> None:
+    """A concurrent call sets up a, b and c in worker threads at once; c's set-up ends
+    first, then b's (it waits until the loop has c's value), then a's."""
+    events: list[str] = []
+    b_seen, c_seen = threading.Event(), threading.Event()
+    a = sync_resource("a", events, after=b_seen)
+    b = sync_resource("b", events, after=c_seen, manager=True)
+    c = sync_resource("c", events)
+
+    async def seen_b(y: Annotated[str, Resolve(b)]) -> str:
+        b_seen.set()
+        return y
+
+    async def seen_c(z: Annotated[str, Resolve(c)]) -> str:
+        c_seen.set()
+        return z
+
+    async def handler(
+        x: Annotated[str, Resolve(a)],
+        y: Annotated[str, Resolve(seen_b)],
+        z: Annotated[str, Resolve(seen_c)],
+    ) -> str:
+        return x + y + z
+
+    for mode in ["concurrent", "concurrent call.run", "concurrent call.resolve"]:
+        async with make_container("concurrent" if mode == "concurrent" else "call") as container:
+            for _ in range(3):
+                events.clear()
+                b_seen.clear()
+                c_seen.clear()
+                with anyio.fail_after(WAIT):
+                    assert await call_in(container, handler, mode) == "abc"
+                assert closed_in_reverse(events) == ["c", "b", "a"], mode
+
+
+@pytest.mark.parametrize("kinds", KINDS)
+@pytest.mark.parametrize("scope", [Scope.APP, Scope.SESSION])
+@pytest.mark.parametrize("mode", CALL_MODES)
+async def test_sync_shared_resources_opened_by_concurrent_calls_close_in_reverse_order(
+    mode: str, scope: Scope, kinds: str
+) -> None:
+    """Two calls at once, each the first to need one shared resource, at least one of
+    them sync, set up in a worker thread: a's set-up starts first and waits until the
+    call that opened b has returned, so a closes first."""
+    events: list[str] = []
+    kind_a, kind_b = kinds.split(", ")
+    a_started, b_seen = threading.Event(), threading.Event()
+    b_returned = anyio.Event()
+    container = make_container("call" if "call." in mode else mode)
+
+    if kind_a == "sync":
+        a = container.provider(scope=scope)(
+            sync_resource("a", events, started=a_started, after=b_seen)
+        )
+    else:
+
+        @container.provider(scope=scope)
+        async def a() -> AsyncIterator[str]:
+            a_started.set()
+            await b_returned.wait()
+            events.append("open a")
+            yield "a"
+            events.append("closed a")
+
+    if kind_b == "sync":
+        b = container.provider(scope=scope)(sync_resource("b", events, manager=True))
+    else:
+        b = container.provider(scope=scope)(resource("b", events))
+
+    async def uses_a(x: Annotated[str, Resolve(a)]) -> str:
+        return x
+
+    async def uses_b(y: Annotated[str, Resolve(b)]) -> str:
+        return y
+
+    async def both(runner: Container | Session) -> None:
+        async def first() -> None:
+            assert await call_on(runner, uses_a, mode) == "a"
+
+        async def second() -> None:
+            # a's set-up is under way before b's starts (a sign given in a's thread, if sync)
+            assert await anyio.to_thread.run_sync(a_started.wait, WAIT)
+            assert await call_on(runner, uses_b, mode) == "b"
+            b_seen.set()
+            b_returned.set()
+
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as group:
+                group.start_soon(first)
+                group.start_soon(second)
+        events.append("calls done")
+
+    async with container:
+        if scope is Scope.SESSION:
+            async with container.session() as session:
+                await both(session)
+        else:
+            await both(container)
+    assert events[:3] == ["open b", "open a", "calls done"]
+    assert closed_in_reverse(events) == ["b", "a"]
+
+
+@pytest.mark.parametrize("mode", CALL_MODES)
+async def test_inline_sync_resources_close_in_reverse_order_of_their_set_up(mode: str) -> None:
+    """Sync resources marked inline are set up on the event loop's thread, one after the
+    other even in a concurrent call, in an order of the loop's choosing there; an async
+    one that waits until the loop has one of their values ends after it. Each call closes
+    them in reverse order of their set-up's end."""
+    events: list[str] = []
+    loop_thread = threading.get_ident()
+    threads: set[int] = set()
+    gates: dict[str, anyio.Event] = {}
+
+    def inline_resource(name: str, *, manager: bool = False) -> Callable[[], Any]:
+        def provider() -> Iterator[str]:
+            threads.add(threading.get_ident())
+            events.append(f"open {name}")
+            yield name
+            events.append(f"closed {name}")
+
+        provider.__name__ = provider.__qualname__ = name
+        return inline(contextlib.contextmanager(provider) if manager else provider)
+
+    a, b, c = inline_resource("a"), inline_resource("b", manager=True), inline_resource("c")
+    d = resource("d", events, gates)
+
+    async def seen_c(z: Annotated[str, Resolve(c)]) -> str:
+        gates["c seen"].set()
+        return z
+
+    async def handler(
+        w: Annotated[str, Resolve(d)],
+        x: Annotated[str, Resolve(a)],
+        y: Annotated[str, Resolve(b)],
+        z: Annotated[str, Resolve(seen_c)],
+    ) -> str:
+        return w + x + y + z
+
+    async with make_container("call" if "call." in mode else mode) as container:
+        for _ in range(RACES):
+            events.clear()
+            gates["c seen"] = anyio.Event()
+            if concurrent(mode):
+                gates["d after"] = gates["c seen"]
+            with anyio.fail_after(WAIT):
+                assert await call_in(container, handler, mode) == "dabc"
+            opened = closed_in_reverse(events)
+            if concurrent(mode):
+                assert opened.index("d") > opened.index("c"), events
+            else:
+                assert opened == ["d", "a", "b", "c"]
+    assert threads == {loop_thread}
