@@ -503,3 +503,101 @@ async def test_inline_sync_resources_close_in_reverse_order_of_their_set_up(mode
             else:
                 assert opened == ["d", "a", "b", "c"]
     assert threads == {loop_thread}
+
+
+async def test_an_mcp_tools_sync_resources_close_in_reverse_order_of_their_set_up() -> None:
+    """`test_an_mcp_tools_resources_close_in_reverse_order_of_their_set_up` with sync
+    resources set up in worker threads: CALL ones set up at once, whose set-ups end c,
+    then b, then a; and SESSION and APP ones opened by two tool calls at once, the slow
+    ones' set-ups started first and ended once the fast ones' call has returned."""
+    events: list[str] = []
+    container = Container(concurrent=True)
+    server = MCPServer("order", lifespan=container.lifespan)
+    b_seen, c_seen = threading.Event(), threading.Event()
+    a = sync_resource("a", events, after=b_seen)
+    b = sync_resource("b", events, after=c_seen, manager=True)
+    c = sync_resource("c", events)
+
+    async def seen_b(y: Annotated[str, Resolve(b)]) -> str:
+        b_seen.set()
+        return y
+
+    async def seen_c(z: Annotated[str, Resolve(c)]) -> str:
+        c_seen.set()
+        return z
+
+    @server.tool()
+    @inject(container)
+    async def three(
+        x: Annotated[str, Resolve(a)],
+        y: Annotated[str, Resolve(seen_b)],
+        z: Annotated[str, Resolve(seen_c)],
+    ) -> str:
+        return x + y + z
+
+    shared: dict[Scope, list[str]] = {Scope.APP: [], Scope.SESSION: []}
+    started = {s: threading.Event() for s in shared}
+    fast_returned = threading.Event()
+
+    def slow(scope: Scope) -> Callable[[], Any]:
+        provider = sync_resource(
+            f"slow_{scope.name.lower()}",
+            shared[scope],
+            started=started[scope],
+            after=fast_returned,
+        )
+        return container.provider(scope=scope)(provider)
+
+    def fast(scope: Scope) -> Callable[[], Any]:
+        provider = sync_resource(f"fast_{scope.name.lower()}", shared[scope], manager=True)
+        return container.provider(scope=scope)(provider)
+
+    slow_app, fast_app, slow_session, fast_session = (
+        slow(Scope.APP),
+        fast(Scope.APP),
+        slow(Scope.SESSION),
+        fast(Scope.SESSION),
+    )
+
+    @server.tool()
+    @inject(container)
+    async def slow_ones(
+        x: Annotated[str, Resolve(slow_app)], y: Annotated[str, Resolve(slow_session)]
+    ) -> str:
+        return x + y
+
+    @server.tool()
+    @inject(container)
+    async def fast_ones(
+        x: Annotated[str, Resolve(fast_app)], y: Annotated[str, Resolve(fast_session)]
+    ) -> str:
+        return x + y
+
+    async with client(server, "legacy") as session:
+        for _ in range(3):
+            events.clear()
+            b_seen.clear()
+            c_seen.clear()
+            with anyio.fail_after(WAIT):
+                result = await session.call_tool("three", {})
+            assert not result.is_error, text(result)
+            assert closed_in_reverse(events) == ["c", "b", "a"]
+
+        async def slow_call() -> None:
+            result = await session.call_tool("slow_ones", {})
+            assert text(result) == "slow_appslow_session", text(result)
+
+        async def fast_call() -> None:
+            for scope in shared:  # a sign given in the slow set-up's thread
+                assert await anyio.to_thread.run_sync(started[scope].wait, WAIT)
+            result = await session.call_tool("fast_ones", {})
+            assert text(result) == "fast_appfast_session", text(result)
+            fast_returned.set()
+
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as group:
+                group.start_soon(slow_call)
+                group.start_soon(fast_call)
+    for scope in shared:
+        name = scope.name.lower()
+        assert closed_in_reverse(shared[scope]) == [f"fast_{name}", f"slow_{name}"]
