@@ -310,6 +310,130 @@ async def test_a_call_that_closes_while_a_task_still_resolves_closes_what_opens_
     )
 
 
+LATE_MODES = ["generated", "concurrent", "call_timeout", "call_concurrent"]
+
+
+def _late_call(container: Container, mode: str) -> Call:
+    return container.call(concurrent=True) if mode == "call_concurrent" else container.call()
+
+
+def _late_container(mode: str) -> Container:
+    return _container("generated" if mode == "call_concurrent" else mode)
+
+
+def _reports(failure: BaseException, teardown_error: BaseException) -> int:
+    """How often *failure* reports *teardown_error*: as itself or in a note."""
+    notes = getattr(failure, "__notes__", [])
+    return (failure is teardown_error) + sum(repr(teardown_error) in note for note in notes)
+
+
+@pytest.mark.parametrize("mode", LATE_MODES)
+async def test_a_resource_that_opens_as_its_call_closes_is_closed_once(mode: str) -> None:
+    # Its set-up ends, then the call's block ends before the resolution that opened it
+    # wakes up: the call closes it (it was listed), and that resolution must not close it
+    # again (its teardown error would be reported twice).
+    teardowns: list[str] = []
+    teardown_error = RuntimeError("cursor teardown failed")
+    opened = anyio.Event()
+
+    async def cursor() -> AsyncIterator[str]:
+        with anyio.CancelScope():  # held across its yield: set up in a task of its own
+            opened.set()  # no checkpoint from here to the end of its set-up
+            yield "cursor"
+            teardowns.append("close cursor")
+            raise teardown_error
+
+    async def handler(c: Annotated[str, Resolve(cursor)]) -> str:
+        return c
+
+    container = _late_container(mode)
+    # Which of the two woken tasks runs first is the event loop's choice (trio picks at
+    # random): try until the block's end comes first, as asyncio always lets it.
+    for _attempt in range(40):
+        teardowns.clear()
+        opened = anyio.Event()
+        late: list[BaseException] = []
+        failures: list[BaseException] = []
+
+        async def background(call: Call) -> None:
+            try:
+                await call.run(handler)
+            except ResolventError as error:
+                late.append(error)
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as group:  # outlives the call: the mistake
+                try:
+                    async with _late_call(container, mode) as call:
+                        group.start_soon(background, call)
+                        await opened.wait()
+                except RuntimeError as error:
+                    failures.append(error)
+        assert teardowns == ["close cursor"]
+        reports = sum(_reports(failure, teardown_error) for failure in failures + late)
+        assert reports == 1, (failures, late)
+        if late:
+            break
+    assert len(late) == 1
+    assert failures == [teardown_error]  # the call closed it, and reports its teardown
+    assert_snapshot(
+        "call_closed_as_resource_opened",
+        str(late[0]).replace(
+            "test_a_resource_that_opens_as_its_call_closes_is_closed_once.<locals>.", ""
+        ),
+    )
+
+
+@pytest.mark.parametrize("mode", LATE_MODES)
+async def test_a_resource_whose_setup_outlives_its_call_is_closed_once(mode: str) -> None:
+    # The call's block ends while the set-up runs: nothing lists it in the closed call, so
+    # its resolution closes it, once, and reports the teardown error with its own.
+    teardowns: list[str] = []
+    teardown_error = RuntimeError("cursor teardown failed")
+    setting_up = anyio.Event()
+    go_on = anyio.Event()
+    late: list[BaseException] = []
+
+    async def cursor() -> AsyncIterator[str]:
+        with anyio.CancelScope():  # held across its yield: set up in a task of its own
+            setting_up.set()
+            await go_on.wait()
+            yield "cursor"
+            teardowns.append("close cursor")
+            raise teardown_error
+
+    async def handler(c: Annotated[str, Resolve(cursor)]) -> str:
+        return c
+
+    async def background(call: Call) -> None:
+        try:
+            await call.run(handler)
+        except ResolventError as error:
+            late.append(error)
+
+    async def finish_setup() -> None:  # runs once the block has begun to end
+        go_on.set()
+
+    container = _late_container(mode)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:  # outlives the call: the mistake
+            async with _late_call(container, mode) as call:
+                group.start_soon(background, call)
+                await setting_up.wait()
+                # A call holding its resources in a task group waits for their set-up
+                # as its block ends: let it end then, not before the block does.
+                group.start_soon(finish_setup)
+    assert teardowns == ["close cursor"]
+    assert len(late) == 1
+    assert _reports(late[0], teardown_error) == 1
+    assert str(late[0]).startswith(
+        "test_lifecycle_handlers.test_a_resource_whose_setup_outlives_its_call_is_closed_once."
+        "<locals>.cursor opened "
+        "after its call scope had closed"
+    )
+    assert "it was closed again at once" in str(late[0])
+
+
 async def test_a_session_used_after_its_block_refuses() -> None:
     async def visits() -> AsyncIterator[list[str]]:
         yield []
