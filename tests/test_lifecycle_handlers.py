@@ -355,7 +355,7 @@ async def test_a_resource_that_opens_as_its_call_closes_is_closed_once(mode: str
         late: list[BaseException] = []
         failures: list[BaseException] = []
 
-        async def background(call: Call) -> None:
+        async def background(call: Call, late: list[BaseException]) -> None:
             try:
                 await call.run(handler)
             except ResolventError as error:
@@ -365,7 +365,7 @@ async def test_a_resource_that_opens_as_its_call_closes_is_closed_once(mode: str
             async with anyio.create_task_group() as group:  # outlives the call: the mistake
                 try:
                     async with _late_call(container, mode) as call:
-                        group.start_soon(background, call)
+                        group.start_soon(background, call, late)
                         await opened.wait()
                 except RuntimeError as error:
                     failures.append(error)
@@ -416,13 +416,13 @@ async def test_a_resource_whose_setup_outlives_its_call_is_closed_once(mode: str
 
     container = _late_container(mode)
     with anyio.fail_after(5):
-        async with anyio.create_task_group() as group:  # outlives the call: the mistake
-            async with _late_call(container, mode) as call:
-                group.start_soon(background, call)
-                await setting_up.wait()
-                # A call holding its resources in a task group waits for their set-up
-                # as its block ends: let it end then, not before the block does.
-                group.start_soon(finish_setup)
+        # The task group outlives the call: the mistake.
+        async with anyio.create_task_group() as group, _late_call(container, mode) as call:
+            group.start_soon(background, call)
+            await setting_up.wait()
+            # A call holding its resources in a task group waits for their set-up as its
+            # block ends: let the set-up end then, not before the block does.
+            group.start_soon(finish_setup)
     assert teardowns == ["close cursor"]
     assert len(late) == 1
     assert _reports(late[0], teardown_error) == 1

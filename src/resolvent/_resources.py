@@ -56,6 +56,7 @@ class Holder(Held):
         "finished",
         "hold_shielded",
         "holds",
+        "listed",
         "obj",
         "on_open",
         "opened",
@@ -78,6 +79,7 @@ class Holder(Held):
         self.release = anyio.Event()
         self.finished = anyio.Event()
         self.opened = False
+        self.listed = False  # in its call's exits, which close it (see `_listed`)
         self.expired = False
         self.holds = True  # whether the setup left a cancel scope open (see `hold`)
         self.tokens: list[contextvars.Token[Any]] = []  # what `hold` adopted; undone at close
@@ -227,7 +229,8 @@ async def hold(
     if plain is not None and not holder.holds:
         plain[0] = True
     if isinstance(exits, Exits) and exits.closed:
-        await _opened_too_late(step, holder)
+        # Listed before the block ended, it is the call's to close; else this one's.
+        await _opened_too_late(step, holder, closed_by_call=holder.listed)
     source = obj if isinstance(obj, InContext) else holder
     holder.tokens = adopt(source.base, source.context)  # holder tasks set up in a copy
     return holder
@@ -274,15 +277,23 @@ def _listed(exits: Exits, step: Step, holder: Holder) -> None:
     block has ended, its resolution closes it instead (`_opened_too_late`)."""
     if not exits.closed:
         exits.append((step, holder))
+        holder.listed = True
 
 
-async def _opened_too_late(step: Step, obj: Any) -> None:
-    """A resolution still running when its call's block ended opened *step*: close it now
-    (nobody else would) and fail that resolution."""
-    errors = await close_resources([(step, obj)], None)
+async def _opened_too_late(step: Step, obj: Any, *, closed_by_call: bool = False) -> None:
+    """A resolution still running when its call's block ended opened *step*: fail that
+    resolution, and close *obj* now (nobody else would) unless *closed_by_call*: a holder
+    that listed itself just before the block ended, which the call closes (and reports
+    the teardown's errors of) once, with its other resources."""
+    if closed_by_call:
+        when, then = "just as its call scope closed", "the call closed it with its other resources"
+        errors: list[BaseException] = []
+    else:
+        when, then = "after its call scope had closed", "it was closed again at once"
+        errors = await close_resources([(step, obj)], None)
     error = ResolventError(
-        f"{step.name} opened after its call scope had closed (the `async with` block of the "
-        "call ended while a task was still resolving in it); it was closed again at once.\n"
+        f"{step.name} opened {when} (the `async with` block of the "
+        f"call ended while a task was still resolving in it); {then}.\n"
         "  fix: finish every use of a call inside its block, e.g. with a task group opened "
         "inside `async with container.call() as call:`"
     )
