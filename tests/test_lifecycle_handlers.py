@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import pytest
 from mcp.server.mcpserver import MCPServer
@@ -432,6 +433,45 @@ async def test_a_resource_whose_setup_outlives_its_call_is_closed_once(mode: str
         "after its call scope had closed"
     )
     assert "it was closed again at once" in str(late[0])
+
+
+@pytest.mark.parametrize("mode", LATE_MODES)
+async def test_a_cancelled_resolution_closes_what_opens_after_its_call(mode: str) -> None:
+    # The block ends mid-set-up, then the resolution is cancelled; the set-up (shielded)
+    # opens all the same. The closed call does not list it, so the resolution closes it.
+    teardowns: list[str] = []
+    setting_up = anyio.Event()
+    go_on = anyio.Event()
+    scopes: list[anyio.CancelScope] = []
+
+    async def cursor() -> AsyncIterator[str]:
+        with anyio.CancelScope(shield=True):
+            setting_up.set()
+            await go_on.wait()
+        yield "cursor"
+        teardowns.append("close cursor")
+
+    async def handler(c: Annotated[str, Resolve(cursor)]) -> str:
+        return c
+
+    async def background(call: Call) -> None:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            await call.run(handler)
+
+    async def cancel_then_finish_setup() -> None:  # runs once the block has begun to end
+        scopes[0].cancel()
+        await anyio.lowlevel.checkpoint()
+        go_on.set()
+
+    container = _late_container(mode)
+    with anyio.fail_after(5):
+        # The task group outlives the call: the mistake.
+        async with anyio.create_task_group() as group, _late_call(container, mode) as call:
+            group.start_soon(background, call)
+            await setting_up.wait()
+            group.start_soon(cancel_then_finish_setup)
+    assert teardowns == ["close cursor"]
 
 
 async def test_a_session_used_after_its_block_refuses() -> None:

@@ -202,17 +202,21 @@ async def hold(
         spawn_home(holder.run)
     try:
         await holder.settled.wait()
-    except BaseException:
+    except BaseException as stopped:
         # Cancelled (a deadline, a failed sibling branch): stop the setup too. If it
-        # finished anyway, the resource is open and is closed with the call.
+        # finished anyway, the resource is open and is closed with the call, or here if
+        # the call's block had ended by then (nobody else would close it).
         if not holder.opened:
             deadline = exits.deadline if isinstance(exits, Exits) else math.inf
             holder.expired = anyio.current_time() >= deadline
             holder.abort.cancel()
         with anyio.CancelScope(shield=True):
             await holder.settled.wait()
-        if holder.opened and not listed:
-            exits.append((step, holder))
+        if holder.opened and not holder.listed:
+            if listed:
+                settle(stopped, await close_resources([(step, holder)], None))
+            else:
+                exits.append((step, holder))
         elif holder.error is not None and not isinstance(
             holder.error, anyio.get_cancelled_exc_class()
         ):
