@@ -142,6 +142,28 @@ def as_user(url: str, token: str, mode: str, **kwargs: Any) -> Client:
     return Client(streamable_http_client(url, http_client=http), mode=mode, **kwargs)
 
 
+async def checkout_in_two_rounds(first_url: str, second_url: str, handle: str) -> Any:
+    """A 2026-07-28 checkout answered by hand: round 1 on *first_url*, the accepted answer
+    and the request state on a new connection to *second_url*. Returns the structured result;
+    the client's callback is never asked (the rounds go by hand)."""
+    never = answering("cancel")  # declares the capability
+    async with as_user(first_url, "alice-token", "2026-07-28", elicitation_callback=never) as a:
+        first = await a.session.call_tool("checkout", {"cart": handle}, allow_input_required=True)
+    assert isinstance(first, types.InputRequiredResult)
+    assert first.input_requests is not None
+    (key,) = first.input_requests
+    answer = types.ElicitResult(action="accept", content={"confirm": True})
+    async with as_user(second_url, "alice-token", "2026-07-28", elicitation_callback=never) as b:
+        done = await b.call_tool(
+            "checkout",
+            {"cart": handle},
+            input_responses={key: answer},
+            request_state=first.request_state,
+        )
+    assert never.asked == []
+    return structured(done)
+
+
 @pytest.fixture(params=["sqlite", "redis"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "redis":
@@ -208,26 +230,10 @@ async def test_a_round_started_on_one_process_finishes_on_the_other(tmp_path: Pa
     with cart_servers(store, tmp_path) as (url_a, url_b), anyio.fail_after(120):
         for url in (url_a, url_b):
             await wait_listening(int(url.split(":")[2].split("/")[0]))
-        never = answering("cancel")  # declares the capability; the rounds go by hand
-        async with as_user(url_a, "alice-token", "2026-07-28", elicitation_callback=never) as a:
+        async with as_user(url_a, "alice-token", "2026-07-28") as a:
             handle = structured(await a.call_tool("open_cart", {}))["cart"]
             await a.call_tool("add_item", {"cart": handle, "item": "fig", "qty": 3})
-            first = await a.session.call_tool(
-                "checkout", {"cart": handle}, allow_input_required=True
-            )
-        assert isinstance(first, types.InputRequiredResult)
-        assert first.input_requests is not None
-        (key,) = first.input_requests
-        answer = types.ElicitResult(action="accept", content={"confirm": True})
-        async with as_user(url_b, "alice-token", "2026-07-28", elicitation_callback=never) as b:
-            done = await b.call_tool(
-                "checkout",
-                {"cart": handle},
-                input_responses={key: answer},
-                request_state=first.request_state,
-            )
-        assert structured(done) == {"ordered": {"fig": 3}}
-        assert never.asked == []
+        assert await checkout_in_two_rounds(url_a, url_b, handle) == {"ordered": {"fig": 3}}
 
 
 @pytest.mark.network
@@ -259,22 +265,7 @@ async def test_one_server_with_worker_processes_shares_carts(tmp_path: Path) -> 
                 await a.call_tool("checkout", {"cart": handle})
             shown = structured(await a.call_tool("show_cart", {"cart": handle}))
         assert shown == {"items": {"pear": 18}}
-        async with as_user(url, "alice-token", "2026-07-28", elicitation_callback=never) as a:
-            first = await a.session.call_tool(
-                "checkout", {"cart": handle}, allow_input_required=True
-            )
-        assert isinstance(first, types.InputRequiredResult)
-        assert first.input_requests is not None
-        (key,) = first.input_requests
-        answer = types.ElicitResult(action="accept", content={"confirm": True})
-        async with as_user(url, "alice-token", "2026-07-28", elicitation_callback=never) as b:
-            done = await b.call_tool(
-                "checkout",
-                {"cart": handle},
-                input_responses={key: answer},
-                request_state=first.request_state,
-            )
-        assert structured(done) == {"ordered": {"pear": 18}}
+        assert await checkout_in_two_rounds(url, url, handle) == {"ordered": {"pear": 18}}
         assert never.asked == []
 
 
