@@ -6,6 +6,7 @@ import pytest
 from pydantic import BaseModel
 
 import resolvent._registry as registry_module
+from modes import MODES, make_container, run
 from resolvent import Container, Elicit, Resolve, Scope, inline
 from resolvent._signature import RESOLVE_MARKERS, register_resolve_marker
 
@@ -349,6 +350,153 @@ def test_a_new_handler_costs_its_own_resolvers_not_the_shared_graph(
     assert read == [handler, own]
     plan = container.compile(handler)
     assert [s.fn for s in plan.steps] == [*made, own]  # the plan has the whole graph
+
+
+def test_a_new_handler_makes_steps_only_for_its_own_resolvers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plan takes the steps earlier plans of its container made for the same
+    resolvers: compiling a handler over an already compiled graph makes one step, for
+    its one new resolver, whatever the size of the graph."""
+    import resolvent._compiler as compiler_module
+
+    made = _shared_graph(100)
+    top, second = made[-1], made[-2]
+
+    async def first(t: Annotated[int, Resolve(top)]) -> int:
+        return t
+
+    async def own(t: Annotated[int, Resolve(top)], s: Annotated[int, Resolve(second)]) -> int:
+        return t + s
+
+    async def handler(
+        o: Annotated[int, Resolve(own)], s: Annotated[int, Resolve(second)], user_id: str
+    ) -> int:
+        return o + s
+
+    container = Container()
+    before = container.compile(first)
+    built: list[Any] = []
+    real = compiler_module.Step
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        step = real(*args, **kwargs)
+        built.append(step)
+        return step
+
+    monkeypatch.setattr(compiler_module, "Step", counting)
+    plan = container.compile(handler)
+    assert [s.fn for s in built] == [own]
+    assert [s.fn for s in plan.steps] == [*made, own]
+    assert all(a is b for a, b in zip(plan.steps, before.steps, strict=False))
+    # Each plan still reads its steps by index and names its own chain.
+    assert plan.position(plan.steps[-1].index) == len(made)
+    r98, r99, mine = plan.steps[-3:]
+    assert plan.path_to(r98.index) == f"{plan.name}(o=...) -> {mine.name}(s=...) -> {r98.name}"
+    assert before.path_to(r98.index) == f"{before.name}(t=...) -> {r99.name}(b=...) -> {r98.name}"
+
+
+def _asker(tag: str) -> Any:
+    """An asking resolver; every one made here has the same wire key base."""
+
+    async def confirm() -> Elicit[Confirm]:
+        return Elicit(f"confirm {tag}?", Confirm)
+
+    return confirm
+
+
+async def test_a_plan_has_the_same_wire_keys_whatever_was_compiled_before() -> None:
+    """The wire keys of a plan's questions (what a later round answers) depend on the
+    plan alone: the same in a fresh container as after hundreds of other plans that
+    share its asking resolvers, each of which names the plan's own parameter."""
+    ask_a, ask_b = _asker("a"), _asker("b")
+
+    async def handler(
+        x: Annotated[Confirm, Resolve(ask_a)], y: Annotated[Confirm, Resolve(ask_b)]
+    ) -> str:
+        return f"{x.ok} {y.ok}"
+
+    async def questions(container: Container) -> dict[str, str]:
+        from resolvent import InputRequired
+
+        async with container:
+            with pytest.raises(InputRequired) as info:
+                async with container.call(rounds=True) as call:
+                    await call.run(handler)
+        return {key: repr(question) for key, question in info.value.questions.items()}
+
+    def keys(container: Container) -> list[tuple[str, str]]:
+        return [(s.wire_key, s.param) for s in container.compile(handler).steps]
+
+    fresh = Container()
+    expected = keys(fresh)
+    base = expected[0][0]
+    assert expected == [(base, "x"), (f"{base}#1", "y")]
+    asked = await questions(fresh)
+    assert list(asked) == [base, f"{base}#1"]
+    assert "confirm a?" in asked[base] and "confirm b?" in asked[f"{base}#1"]
+
+    later = Container()
+    for i in range(300):
+        # Other plans: each asker alone, the two the other way round, other parameters.
+        alone = (ask_a, ask_b)[i % 2]
+
+        async def other(
+            z: Annotated[Confirm, Resolve(alone)], w: Annotated[Confirm, Resolve(ask_b)]
+        ) -> None:
+            return None
+
+        async def swapped(
+            w: Annotated[Confirm, Resolve(ask_b)], z: Annotated[Confirm, Resolve(ask_a)]
+        ) -> None:
+            return None
+
+        later.compile(other)
+        later.compile(swapped)
+    assert keys(later) == expected
+    assert await questions(later) == asked
+
+
+def _chains() -> tuple[Any, Any, Any]:
+    """Two handlers that reach one failing resolver by different chains."""
+
+    async def leaf() -> int:
+        return 1
+
+    async def broken(x: Annotated[int, Resolve(leaf)]) -> int:
+        raise LookupError(f"broken {x}")
+
+    async def wrapper(b: Annotated[int, Resolve(broken)]) -> int:
+        return b
+
+    async def direct(p: Annotated[int, Resolve(broken)]) -> int:
+        return p
+
+    async def through(q: Annotated[int, Resolve(leaf)], w: Annotated[int, Resolve(wrapper)]) -> int:
+        return q + w
+
+    return direct, through, broken
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_failing_shared_resolver_names_each_plans_own_chain(mode: str) -> None:
+    direct, through, broken = _chains()
+    container = make_container(mode)
+    one, other = container.compile(direct), container.compile(through)
+    shared = next(s for s in one.steps if s.fn is broken)
+    assert any(s is shared for s in other.steps)  # the one step of both plans
+    prefix = f"{_chains.__module__}.{_chains.__qualname__}.<locals>."
+    expected = {
+        direct: "direct(p=...) -> broken",
+        through: "through(w=...) -> wrapper(b=...) -> broken",
+    }
+    async with container:
+        for _ in range(3):  # cold (interpreted) calls, then generated code
+            for handler in (through, direct):
+                with pytest.raises(LookupError) as info:
+                    await run(container, handler, mode)
+                (note,) = info.value.__notes__
+                assert note.replace(prefix, "").endswith(f"resolving {expected[handler]}")
 
 
 class Confirm(BaseModel):

@@ -263,8 +263,7 @@ def _figures(
     remainder = user - probed
     n = folded.calls
     resolvers: list[dict[str, Any]] = []
-    for step in plan.steps:
-        i = step.index
+    for i, step in enumerate(plan.steps):  # the probes log steps by position
         runs = folded.runs[i]
         entry: dict[str, Any] = {
             "name": step.name,

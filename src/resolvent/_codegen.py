@@ -54,7 +54,7 @@ class _Writer:
 def _expr(
     w: _Writer,
     item: Input,
-    steps: tuple[Step, ...],
+    at: Mapping[int, Step],
     consumer: str,
     local: Mapping[str, str] | None = None,
 ) -> str:
@@ -74,7 +74,7 @@ def _expr(
     var = f"v{item.step}"
     if item.outcome is not None:
         return f"{w.const('C', item.outcome.convert)}(as_outcome({var}))"
-    if steps[item.step].may_ask:
+    if at[item.step].may_ask:
         return (
             f"({var}.unwrap({item.name!r}, {consumer!r}) if {var}.__class__ is Answered else {var})"
         )
@@ -112,10 +112,10 @@ def _arguments(named: list[tuple[str, str]], order: tuple[str, ...]) -> str:
 def _call_args(
     w: _Writer,
     step: Step,
-    steps: tuple[Step, ...],
+    at: Mapping[int, Step],
     local: Mapping[str, str] | None = None,
 ) -> str:
-    named = [(i.name, _expr(w, i, steps, step.name, local)) for i in step.inputs]
+    named = [(i.name, _expr(w, i, at, step.name, local)) for i in step.inputs]
     return _arguments(named, positional(step.fn))
 
 
@@ -138,7 +138,7 @@ def _blocks(steps: tuple[Step, ...]) -> list[list[Step]]:
     return blocks
 
 
-def _fusable(blocks: list[list[Step]], inputs: tuple[Input, ...], steps: tuple[Step, ...]) -> bool:
+def _fusable(blocks: list[list[Step]], inputs: tuple[Input, ...], at: Mapping[int, Step]) -> bool:
     """Whether a threaded handler can be called in the hop of the plan's last block: that
     block runs in a thread, asks nothing, and the handler's inputs need no conversion."""
     if not blocks:
@@ -149,21 +149,21 @@ def _fusable(blocks: list[list[Step]], inputs: tuple[Input, ...], steps: tuple[S
         and last[0].scope is Scope.CALL
         and not last[-1].may_ask
         and all(
-            i.source != "step" or (i.outcome is None and not steps[i.step].may_ask) for i in inputs
+            i.source != "step" or (i.outcome is None and not at[i.step].may_ask) for i in inputs
         )
     )
 
 
-def _root_spread(w: _Writer, inputs: tuple[Input, ...], steps: tuple[Step, ...], root: str) -> str:
+def _root_spread(w: _Writer, inputs: tuple[Input, ...], at: Mapping[int, Step], root: str) -> str:
     """The handler's arguments: the call's own, then the injected ones."""
-    root_kwargs = ", ".join(f"{i.name}={_expr(w, i, steps, root)}" for i in inputs)
+    root_kwargs = ", ".join(f"{i.name}={_expr(w, i, at, root)}" for i in inputs)
     return f"**args, {root_kwargs}" if root_kwargs else "**args"
 
 
 def _root_call(
     w: _Writer,
     inputs: tuple[Input, ...],
-    steps: tuple[Step, ...],
+    at: Mapping[int, Step],
     root: str,
     names: tuple[str, ...],
     order: tuple[str, ...],
@@ -180,7 +180,7 @@ def _root_call(
         named = [(n, local[n]) for n in names]
     else:
         named = [(n, f"args[{n!r}]") for n in names]
-    named += [(i.name, _expr(w, i, steps, root, local)) for i in inputs]
+    named += [(i.name, _expr(w, i, at, root, local)) for i in inputs]
     call = _arguments(named, order)
     tests = ["body is BODY"] if order else []
     tests += [f"len(args) == {len(names)}", *(f"{n!r} in args" for n in names)]
@@ -261,9 +261,10 @@ def generate(
 
         ns.update(in_thread=in_thread, to_thread=abandonable)
     order = positional(body) if body is not None else ()
+    at = {s.index: s for s in steps}  # by index (a slot: see `Step`)
     blocks = _blocks(steps)
     # A sync handler whose last resolvers run in a thread is called in that same hop.
-    fused = variant != "resolve" and root_threaded and _fusable(blocks, inputs, steps)
+    fused = variant != "resolve" and root_threaded and _fusable(blocks, inputs, at)
 
     # Worker-thread blocks become plain functions that run in one hop.
     block_defs: list[tuple[str, int]] = []
@@ -276,7 +277,7 @@ def generate(
         block_defs.append((f"def block{number}({params}):", -1))
         for step in block:
             fn = w.const("f", step.fn)
-            text = f"    v{step.index} = {fn}({_call_args(w, step, steps)})"
+            text = f"    v{step.index} = {fn}({_call_args(w, step, at)})"
             block_defs.append((text, step.index))
         outs = ", ".join(f"v{s.index}" for s in block)
         if fuse:
@@ -284,7 +285,7 @@ def generate(
             # not mistaken for a resolver's (and gets no note).
             block_defs += [
                 ("    try:", -1),
-                (f"        ret = body({_root_spread(w, inputs, steps, name)})", -1),
+                (f"        ret = body({_root_spread(w, inputs, at, name)})", -1),
                 ("    except BaseException as error:", -1),
                 (f"        return ({outs}, None, error)", -1),
                 (f"    return ({outs}, ret, None)", -1),
@@ -389,6 +390,7 @@ class _Function:
     ) -> None:
         self.w, self.name, self.root_is_async = w, name, root_is_async
         self.steps, self.inputs, self.arguments = steps, inputs, arguments
+        self.at = {s.index: s for s in steps}  # by index (a slot: see `Step`)
         self.variant, self.blocks, self.fused = variant, blocks, fused
         self.root_threaded = root_threaded
         self.direct = self.kept = False
@@ -428,7 +430,7 @@ class _Function:
             step = first
             fn = w.const("f", step.fn)
             s = w.const("S", step)
-            call_args = _call_args(w, step, steps, local)
+            call_args = _call_args(w, step, self.at, local)
             v = f"v{step.index}"
             if step.scope is not Scope.CALL:
                 cache = "app_cache" if step.scope is Scope.APP else "session_cache"
@@ -512,7 +514,7 @@ class _Function:
             record = ", ".join(f"{w.const('K', s.key)}: v{s.index}" for s in call_steps)
             w.emit(f"        if call is not None: call.record({{{record}}})")
         if variant == "resolve":
-            results = ", ".join(f"{i.name!r}: {_expr(w, i, steps, root_name)}" for i in inputs)
+            results = ", ".join(f"{i.name!r}: {_expr(w, i, self.at, root_name)}" for i in inputs)
             w.emit(f"        return {{{results}}}")
         if len(w.lines) == opened:  # no steps (a tool that only takes Context): empty try
             w.emit(f"{pad}    pass")
@@ -523,7 +525,7 @@ class _Function:
         if fused:
             w.emit(f"{pad[4:]}    if raised is not None: raise raised")
         elif variant != "resolve":
-            spread = _root_spread(w, inputs, steps, root_name)
+            spread = _root_spread(w, inputs, self.at, root_name)
             if self.root_threaded:
                 # A sync handler's thread is abandoned on cancellation like a resolver's
                 # (see docs/concepts.md): the caller's own bound holds.
@@ -532,7 +534,7 @@ class _Function:
             else:
                 awaits = "await " if self.root_is_async else ""
                 test, named = _root_call(
-                    w, inputs, steps, root_name, self.arguments, self.order, local
+                    w, inputs, self.at, root_name, self.arguments, self.order, local
                 )
                 if local is not None and not direct:
                     w.emit(f"{pad}return {awaits}body({named})")

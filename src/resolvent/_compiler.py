@@ -214,9 +214,10 @@ class _Compiler:
             if len(memo) >= 4096:
                 memo.clear()
             children = tuple(self.nodes[c].provider for _, c in edges)
-            memo[key] = Expansion(
-                node.provider, tuple(edges), children, tuple(inputs), tuple(values)
-            )
+            # This plan holds the inputs the memo holds: its step is the one later plans
+            # share (`build` knows a shared step by its inputs).
+            node.inputs = shared = tuple(inputs)
+            memo[key] = Expansion(node.provider, tuple(edges), children, shared, tuple(values))
         return edges
 
     def _replay(self, node: _Node, found: Expansion) -> Sequence[tuple[Param, Hashable]]:
@@ -401,18 +402,38 @@ class _Compiler:
         root_inputs: list[Input | tuple[Param, Hashable]],
         arguments: tuple[str, ...],
     ) -> Graph:
-        """The plan's steps in *order*, and what they hold (in the same pass)."""
+        """The plan's steps in *order*, and what they hold (in the same pass).
+
+        Each resolver has a slot, its steps' `Step.index` in every plan of the container
+        (`Registry.slots`), so a step holds nothing of where it sits in a plan: a plan
+        without overrides takes the step an earlier plan made for the same reading and
+        inputs (`Registry.steps`), and makes only the steps of the resolvers new to it.
+        A step that may ask is copied: its wire key and parameter are the plan's own.
+        """
         scopes: set[Scope] = set()
         call_resources = call_threads = False
-        index = {key: i for i, key in enumerate(order)}
+        registry = self.registry
+        slots = registry.slot_table()
         taints: dict[Hashable, frozenset[int]] = {}
         wire_seen: dict[str, int] = {}
         steps: list[Step] = []
         nodes = self.nodes
         overridden = self.overrides is not NO_OVERRIDES
-        templates = self.registry.step_templates
-        for i, key in enumerate(order):
+        shared = None if overridden else registry.steps
+        templates = registry.step_templates
+        for key in order:
             node = nodes[key]
+            if shared is not None:
+                found = shared.get(key)
+                if found is not None and found[0] is node.provider and found[1] is node.inputs:
+                    step = found[2]
+                    scopes.add(step.scope)
+                    call_resources = call_resources or found[3]
+                    call_threads = call_threads or found[4]
+                    if step.may_ask:
+                        step = _asking(step, wire_seen, found[5], node.param)
+                    steps.append(step)
+                    continue
             taint = _NO_TAINT  # nothing is replaced
             if overridden:
                 # A value built from a replacement is cached under the ids of the blocks
@@ -435,33 +456,37 @@ class _Compiler:
             scopes.add(scope)
             call_resources = call_resources or resource
             call_threads = call_threads or threads
-            count = wire_seen.get(base, 0)
-            wire_seen[base] = count + 1
-            parent = node.parent
-            steps.append(
-                # Positional, in field order (a step per resolver per plan: keywords
-                # cost twice as much): index, fn, name, key, scope, kind, inline,
-                # may_ask, inputs, wire_key, parent, param, awaits.
-                Step(
-                    i,
-                    fn,
-                    name,
-                    ("override", taint, key) if taint else key,
-                    scope,
-                    kind,
-                    inline,
-                    may_ask,
-                    _inputs(node.inputs, index),
-                    base if count == 0 else f"{base}#{count}",
-                    index[parent] if parent is not None else -1,
-                    node.param,
-                    awaits,
-                )
+            slot = slots.get(key)
+            if slot is None:
+                slot = registry.new_slot(key)
+            # Positional, in field order (a step per resolver: keywords cost twice as
+            # much): index, fn, name, key, scope, kind, inline, may_ask, inputs,
+            # wire_key, param, awaits.
+            step = Step(
+                slot,
+                fn,
+                name,
+                ("override", taint, key) if taint else key,
+                scope,
+                kind,
+                inline,
+                may_ask,
+                _inputs(node.inputs, slots),
+                base,
+                node.param,
+                awaits,
             )
+            if shared is not None and self._shareable(node):
+                if len(shared) >= _MAX_BASES:
+                    shared.clear()
+                shared[key] = (provider, node.inputs, step, resource, threads, base)
+            if may_ask:
+                step = _asking(step, wire_seen, base, node.param)
+            steps.append(step)
         return Graph(
             self.root,
             tuple(steps),
-            _inputs(root_inputs, index),
+            _inputs(root_inputs, slots),
             arguments,
             tuple(self.used_values),
             frozenset(scopes),
@@ -469,9 +494,39 @@ class _Compiler:
             call_threads,
         )
 
+    def _shareable(self, node: _Node) -> bool:
+        """Whether *node*'s step may serve later plans: its inputs are its resolver's
+        checked expansion, the same object in every plan that reads it so."""
+        memo = self.memo
+        found = memo.get(node.key) if memo is not None else None
+        return found is not None and found.provider is node.provider and found.inputs is node.inputs
+
+
+def _asking(step: Step, wire_seen: dict[str, int], base: str, param: str) -> Step:
+    """The plan's own copy of a step that may ask (same slot, same inputs): its wire key
+    (*base*, numbered from the second asking step of the plan with that base on) and the
+    parameter its questions name."""
+    count = wire_seen.get(base, 0)
+    wire_seen[base] = count + 1
+    wire_key = base if count == 0 else f"{base}#{count}"
+    return Step(
+        step.index,
+        step.fn,
+        step.name,
+        step.key,
+        step.scope,
+        step.kind,
+        step.inline,
+        step.may_ask,
+        step.inputs,
+        wire_key,
+        param,
+        step.awaits,
+    )
+
 
 def _inputs(
-    items: Sequence[Input | tuple[Param, Hashable]], index: dict[Hashable, int]
+    items: Sequence[Input | tuple[Param, Hashable]], slots: dict[Hashable, int]
 ) -> tuple[Input, ...]:
     """The plan's inputs for *items*: a resolver edge becomes the input of its step."""
     if not items:
@@ -482,7 +537,7 @@ def _inputs(
             made.append(item)
             continue
         param, child = item
-        step = index[child]
+        step = slots[child]
         if param.outcome is not None:
             made.append(Input(param.name, "step", step=step, outcome=param.outcome))
             continue

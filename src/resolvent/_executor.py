@@ -162,16 +162,15 @@ def timed_out(plan: Plan, timeout: float, cancelled: BaseException) -> CallTimeo
             lines, owner = frame.f_globals.get("LINES"), frame.f_globals.get("PLAN")
             if lines is not None and owner and lines[0] == code.co_filename:
                 index = lines[1].get(tb.tb_lineno, -1)
-                running = [owner[0].steps[index]] if index >= 0 else running
+                running = [owner[0].step_at(index)] if index >= 0 else running
         tb = tb.tb_next
-    steps = plan.steps
     told: list[tuple[str, str, str]] = []
     for step in running:
-        if not (step.index < len(steps) and steps[step.index] is step):
+        if not plan.has(step):
             told.append((step.param, step.name, step.name))  # another plan's (an override's)
             continue
-        top = step
-        while top.parent >= 0:
-            top = steps[top.parent]
-        told.append((top.param, step.name, plan.path_to(step.index)))
+        index, param = step.index, ""
+        while index >= 0:  # up to the parameter of the plan's function
+            index, param = plan.parent(index)
+        told.append((param, step.name, plan.path_to(step.index)))
     return CallTimeout(timeout, plan.name, tuple(told))

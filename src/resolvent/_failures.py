@@ -23,10 +23,11 @@ __all__ = ("explain", "fail")
 def explain(
     exc: BaseException, plan: Plan, index: int, args: Mapping[str, Any], values: Mapping[Any, Any]
 ) -> BaseException:
-    """Add a note naming the resolver chain; turn a missing argument/value into advice."""
+    """Add a note naming the resolver chain to step *index* (a `Step.index`; -1: none);
+    turn a missing argument/value into advice."""
     if index < 0 or isinstance(exc, (anyio.get_cancelled_exc_class(), InputRequired)):
         return exc
-    step = plan.steps[index]
+    step = plan.step_at(index)
     if isinstance(exc, KeyError) and exc.args:
         missing = exc.args[0]
         for item in step.inputs:

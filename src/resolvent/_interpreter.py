@@ -52,7 +52,7 @@ def _consume(value: Any, item: Input, consumer: str) -> Any:
 
 def _kwargs(
     inputs: tuple[Input, ...],
-    vals: list[Any],
+    vals: dict[int, Any],
     args: Mapping[str, Any],
     values: Mapping[Any, Any],
     consumer: str,
@@ -78,7 +78,7 @@ def _kwargs(
 
 async def run_step(
     step: Step,
-    vals: list[Any],
+    vals: dict[int, Any],
     call: CallLike,
     args: Mapping[str, Any],
     values: Mapping[Any, Any],
@@ -164,8 +164,10 @@ async def _interpret(
     *,
     concurrent: bool,
 ) -> dict[str, Any]:
-    vals: list[Any] = [MISSING] * len(plan.steps)
+    # The values by step index (a slot: see `Step`); a step's inputs come before it.
+    vals: dict[int, Any] = {}
     if concurrent and len(plan.steps) > 1:
+        vals = dict.fromkeys([s.index for s in plan.steps], MISSING)
         await run_concurrently(plan, vals, call, args, values, app, session)
     else:
         for step in plan.steps:
@@ -196,7 +198,7 @@ async def interpret_alone(
     whose steps never ask and whose CALL steps are plain functions, on the loop: each
     value is made here, so there is nothing to claim from another resolution or to
     memoize beyond the plan's own list of values. What a cold plan's first calls run."""
-    vals: list[Any] = [MISSING] * len(plan.steps)
+    vals: dict[int, Any] = {}  # by step index (a slot: see `Step`)
     call_scope, is_async = Scope.CALL, Kind.ASYNC
     for step in plan.steps:
         try:
@@ -243,7 +245,7 @@ async def interpret_alone(
 
 async def run_concurrently(
     plan: Plan,
-    vals: list[Any],
+    vals: dict[int, Any],
     call: CallLike,
     args: Mapping[str, Any],
     values: Mapping[Any, Any],
@@ -260,14 +262,14 @@ async def run_concurrently(
     runs in a copy of the calling task's context; what its step set there is copied
     back when it finishes, so the steps after it and the handler see it.
     """
-    steps = plan.steps
-    waiting = [len({i.step for i in s.inputs if i.source == "step"}) for s in steps]
-    dependents: list[list[int]] = [[] for _ in steps]
-    for step in steps:
+    steps = {s.index: s for s in plan.steps}  # by index (a slot: see `Step`)
+    waiting = {s.index: len({i.step for i in s.inputs if i.source == "step"}) for s in plan.steps}
+    dependents: dict[int, list[int]] = {index: [] for index in steps}
+    for step in plan.steps:
         for dep in {i.step for i in step.inputs if i.source == "step"}:
             dependents[dep].append(step.index)
     send, receive = anyio.create_memory_object_stream[int](len(steps))
-    ready = deque(s.index for s in steps if waiting[s.index] == 0)
+    ready = deque(s.index for s in plan.steps if waiting[s.index] == 0)
     exits = call.exits
     held = isinstance(exits, Exits) and exits.group is not None
     cancelled = anyio.get_cancelled_exc_class()

@@ -21,8 +21,9 @@ __all__ = ("Graph", "Input", "Plan", "PlanCode", "Step", "direct_shape")
 class Input:
     """Where one parameter's value comes from.
 
-    *source* is ``"step"`` (the value of ``steps[step]``), ``"arg"`` (the call argument
-    *arg*, else *default*) or ``"value"`` (the framework value of type *value_type*).
+    *source* is ``"step"`` (the value of the step whose `Step.index` is *step*), ``"arg"``
+    (the call argument *arg*, else *default*) or ``"value"`` (the framework value of type
+    *value_type*).
     """
 
     name: str
@@ -36,7 +37,15 @@ class Input:
 
 @record(eq=False)
 class Step:
-    """One resolver in the plan, with everything needed to run it."""
+    """One resolver in the plan, with everything needed to run it.
+
+    A step holds nothing about where it sits in a plan, so the plans of one container
+    share the step of a resolver: *index* is the resolver's slot, a number the container
+    gives it once (unique in any plan, not its position; see `Plan.position`), and the
+    chain that reaches it is the plan's (`Plan.parent`). *wire_key* and *param* are the
+    plan's own on a step that may ask (its questions carry them); on another step they
+    are those of the plan that made it.
+    """
 
     index: int
     fn: Callable[..., Any]
@@ -48,7 +57,6 @@ class Step:
     may_ask: bool
     inputs: tuple[Input, ...]
     wire_key: str
-    parent: int
     param: str
     awaits: bool = False
     """Calling *fn* returns an awaitable; for a resource, the context manager is the
@@ -133,6 +141,10 @@ class Plan:
     _on_hot: list[Callable[[Callable[..., Any]], None]] = field(
         default_factory=list, repr=False, compare=False
     )
+    _slots: list[Any] = field(default_factory=list, repr=False, compare=False)
+    """Made on first use: (index -> step, index -> position)."""
+    _parents: list[Any] = field(default_factory=list, repr=False, compare=False)
+    """Made on first use (an error's path): index -> (parent's index, parameter)."""
 
     def heat(self) -> Callable[..., Any]:
         """The generated ``run`` function; made now if the plan started cold.
@@ -184,14 +196,77 @@ class Plan:
             entry.append(function)
         return entry[0]
 
+    def _maps(self) -> tuple[dict[int, Step], dict[int, int]]:
+        maps = self._slots
+        if not maps:
+            steps = self.steps
+            maps.append(({s.index: s for s in steps}, {s.index: i for i, s in enumerate(steps)}))
+        found: tuple[dict[int, Step], dict[int, int]] = maps[0]
+        return found
+
+    def step_at(self, index: int) -> Step:
+        """The step whose `Step.index` is *index*."""
+        return self._maps()[0][index]
+
+    def has(self, step: Step) -> bool:
+        """Whether *step* is one of this plan's steps."""
+        return self._maps()[0].get(step.index) is step
+
+    def position(self, index: int) -> int:
+        """Where the step whose `Step.index` is *index* comes in `steps`."""
+        return self._maps()[1][index]
+
+    def parent(self, index: int) -> tuple[int, str]:
+        """Which step first needs step *index* in this plan, and for which parameter:
+        ``(its index, parameter)``, index -1 for the plan's function. The compiler's walk
+        again, from the plan's inputs: made on the first call (an error's path)."""
+        parents = self._parents
+        if not parents:
+            parents.append(self._walk(self._maps()[0]))
+        found: tuple[int, str] = parents[0][index]
+        return found
+
+    def _walk(self, at: dict[int, Step]) -> dict[int, tuple[int, str]]:
+        # As the compiler walks: entering a step gives each of its inputs' steps met for
+        # the first time this step as parent, then walks them in turn; the function's
+        # parameters one after another.
+        made: dict[int, tuple[int, str]] = {}
+        entered: set[int] = set()
+
+        def enter(index: int) -> list[int]:
+            entered.add(index)
+            children = [i for i in at[index].inputs if i.source == "step"]
+            for item in children:
+                made.setdefault(item.step, (index, item.name))
+            return [item.step for item in children]
+
+        for item in self.inputs:
+            if item.source != "step":
+                continue
+            made.setdefault(item.step, (-1, item.name))
+            if item.step in entered:
+                continue
+            stack = [(item.step, enter(item.step), 0)]
+            while stack:
+                index, children, next_ = stack[-1]
+                if next_ == len(children):
+                    stack.pop()
+                    continue
+                stack[-1] = (index, children, next_ + 1)
+                child = children[next_]
+                if child not in entered:
+                    stack.append((child, enter(child), 0))
+        return made
+
     def path_to(self, index: int) -> str:
-        """How the plan reaches step *index*: ``root.param -> resolver.param -> ...``."""
-        hops: list[str] = [self.steps[index].name]
+        """How the plan reaches step *index* (a `Step.index`):
+        ``root.param -> resolver.param -> ...``."""
+        hops: list[str] = [self.step_at(index).name]
         while index >= 0 and len(hops) < 12:
-            step = self.steps[index]
-            parent = self.steps[step.parent].name if step.parent >= 0 else self.name
-            hops.append(f"{parent}({step.param}=...)")
-            index = step.parent
+            parent, param = self.parent(index)
+            name = self.step_at(parent).name if parent >= 0 else self.name
+            hops.append(f"{name}({param}=...)")
+            index = parent
         if index >= 0:
             hops.append("...")
         return " -> ".join(reversed(hops))
@@ -205,10 +280,10 @@ class Plan:
         """A readable text view: steps in order with scope, kind and sources."""
         lines = [f"plan for {self.name}({', '.join(self.arguments)}): {len(self.steps)} step(s)"]
         width = max((len(s.name) for s in self.steps), default=0)
-        for step in self.steps:
+        for number, step in enumerate(self.steps, 1):
             asks = ", may ask" if step.may_ask else ""
             lines.append(
-                f"  {step.index + 1:>3}. {step.name:<{width}}  {step.scope.name:<7} "
+                f"  {number:>3}. {step.name:<{width}}  {step.scope.name:<7} "
                 f"{step.kind.value}{'' if step.kind.is_async or step.inline else ' (thread)'}{asks}"
             )
             for item in step.inputs:
@@ -220,7 +295,8 @@ class Plan:
 
     def _source_text(self, item: Input) -> str:
         if item.source == "step":
-            text = f"step {item.step + 1} ({self.steps[item.step].name})"
+            step = self.step_at(item.step)
+            text = f"step {self.position(item.step) + 1} ({step.name})"
             return text + (" as outcome" if item.outcome is not None else "")
         if item.source == "arg":
             return f"call argument {item.arg!r}" + (

@@ -83,6 +83,7 @@ class PlanCache:
         """The providers changed: every plan compiles again on its next use."""
         self.generation += 1
         self.registry.expansions.clear()
+        self.registry.steps.clear()
         self.plans.clear()
         self.ready.clear()
         self.override_plans.clear()
@@ -228,7 +229,7 @@ class PlanCache:
         )
         shared = [s for s in plan.steps if s.scope is not Scope.APP]
         if shared:  # APP values depend only on APP values: a target is the culprit
-            step = next((s for s in shared if s.parent < 0), shared[0])
+            step = next((s for s in shared if plan.parent(s.index)[0] < 0), shared[0])
             raise ResolventError(
                 f"container.start cannot start {step.name}: it is {step.scope!r}, and "
                 "start creates APP values only.\n"

@@ -225,9 +225,10 @@ _PROXIES: dict[Kind, Any] = {
 }
 
 
-def wrap_step(step: Step, log: Log) -> Callable[..., Any]:
-    """*step*'s function, timed, of the same kind and with the same parameters."""
-    code = 3 * step.index
+def wrap_step(step: Step, log: Log, position: int = 0) -> Callable[..., Any]:
+    """*step*'s function, timed, of the same kind and with the same parameters; its times
+    are logged for the step at *position* of its plan."""
+    code = 3 * position
     names = [(item.name, NO_DEFAULT) for item in step.inputs]
     if step.kind.is_resource:
         return _generate("make", step.fn, code, log, names, step.awaits, _PROXIES[step.kind])
@@ -263,7 +264,7 @@ def _with_fn(step: Step, fn: Callable[..., Any]) -> Step:
 
 def probed(plan: Plan, probe: Probe) -> Plan:
     """A copy of *plan* whose steps and body write their times to *probe*."""
-    steps = tuple(_with_fn(s, wrap_step(s, probe.log)) for s in plan.steps)
+    steps = tuple(_with_fn(s, wrap_step(s, probe.log, i)) for i, s in enumerate(plan.steps))
     ref: list[Any] = [None]
     run_fn = generate(
         ref,
@@ -442,7 +443,7 @@ async def calibrate(n: int = 1_000, rounds: int = 9) -> Calibration:
     gc.disable()
     try:
         for kind, noop in _NOOPS.items():
-            step = Step(0, noop, "noop", "noop", Scope.CALL, kind, True, False, x, "", -1, "")
+            step = Step(0, noop, "noop", "noop", Scope.CALL, kind, True, False, x, "", "")
             timed = wrap_step(step, log)
             bare: list[float] = []
             recorded: list[float] = []

@@ -96,6 +96,10 @@ an application's resolvers fit many times over, and a program that makes resolve
 the fly (lambdas, partials) does not keep each one alive."""
 
 
+_MAX_SLOTS = 8192
+"""Keys given a slot a registry keeps (bounded, as the plan cache is)."""
+
+
 class Registry:
     """The container's providers, findable by function and by the type they provide."""
 
@@ -115,6 +119,15 @@ class Registry:
         # the wire key's base among it): made once per reading, checked against the
         # provider, so never stale.
         self.step_templates: dict[Hashable, tuple[Any, ...]] = {}
+        # key -> its slot: the `Step.index` of the resolver's steps in every plan, so a
+        # step holds nothing of where it sits in a plan and plans share it (below). Never
+        # reused: a number, once given, names one key for the registry's life.
+        self.slots: dict[Hashable, int] = {}
+        self._next_slot = 0
+        # key -> (provider, inputs, step, CALL resource, CALL thread, wire key's base): the
+        # step a plan without overrides made for a resolver, taken by every later plan
+        # whose node has that reading and those (shared) inputs; see `_compiler.build`.
+        self.steps: dict[Hashable, tuple[Any, ...]] = {}
 
     def add(
         self,
@@ -155,6 +168,20 @@ class Registry:
             self._epochs = epochs
             self.expansions.clear()
         return self.expansions
+
+    def slot_table(self) -> dict[Hashable, int]:
+        """`slots`, emptied (and with it `steps`, whose inputs name slots) first if it
+        grew past its bound: called before a plan is built, never during."""
+        if len(self.slots) >= _MAX_SLOTS:
+            self.slots.clear()
+            self.steps.clear()
+        return self.slots
+
+    def new_slot(self, key: Hashable) -> int:
+        """Give *key* the next slot."""
+        slot = self.slots[key] = self._next_slot
+        self._next_slot = slot + 1
+        return slot
 
     def get(self, fn: Callable[..., Any]) -> Provider | None:
         return self.by_key.get(resolver_key(fn))

@@ -117,9 +117,10 @@ def release(call: CallLike, key: Hashable, creation: Creation, error: BaseExcept
 
 
 def landed(call: CallLike, plan: Plan, index: int, error: BaseException, local: Any) -> None:
-    """The flight *plan* failed at step *index*: keep the CALL values it made before, and
-    its failure for the resolutions waiting for that step; let them go on."""
-    for step in plan.steps[: max(index, 0)]:
+    """The flight *plan* failed at step *index* (a `Step.index`; -1: none): keep the CALL
+    values it made before, and its failure for the resolutions waiting for that step;
+    let them go on."""
+    for step in plan.steps[: plan.position(index) if index >= 0 else 0]:
         if step.scope is Scope.CALL:
             value = local.get(f"v{step.index}", MISSING)
             if value is not MISSING:
@@ -129,5 +130,5 @@ def landed(call: CallLike, plan: Plan, index: int, error: BaseException, local: 
     if sharing is None:
         return
     if index >= 0 and not isinstance(error, anyio.get_cancelled_exc_class()):
-        sharing.failure = (plan.steps[index].key, error)
+        sharing.failure = (plan.step_at(index).key, error)
     sharing.wake()

@@ -11,7 +11,6 @@ from ._cache import LiveScope
 from ._errors import ResolventError
 from ._interpreter import run_step
 from ._plan import Plan
-from ._sharing import MISSING
 
 __all__ = ("register_start_check", "run_start_checks", "start_values")
 
@@ -48,7 +47,7 @@ async def start_values(plan: Plan, app: LiveScope) -> None:
     Raises:
         ResolventError: a value failed to start, naming it; the cause is its ``__cause__``.
     """
-    vals: list[Any] = [MISSING] * len(plan.steps)
+    vals: dict[int, Any] = {}  # by step index
     for step in plan.steps:
         try:
             vals[step.index] = await run_step(step, vals, cast(Any, None), EMPTY, EMPTY, app, None)
