@@ -10,6 +10,7 @@ that mounts an MCP server. Each served app is one process shared by the module's
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, Literal
@@ -74,7 +75,7 @@ def fastapi_app(log: list[str]) -> FastAPI:
 
 
 def check_fastapi_hides_injected_parameters_and_keeps_its_own(
-    client: httpx.Client | TestClient,
+    client: "ThreadClients | TestClient",
 ) -> None:
     """What `test_fastapi_hides_injected_parameters_and_keeps_its_own` asks of its app,
     in process or served."""
@@ -381,15 +382,50 @@ class Events:
         self.served.read_until(lambda output: done(events_of(output, self.tag)))
         return self.now()
 
-    def client(self) -> httpx.Client:
-        """An httpx client of the server that tags its requests, with a connection per
-        request: uvicorn closes a connection after the app raised, even with its 500
-        already sent, and a request that reused that connection meanwhile would fail with
-        a reset instead of testing the app."""
-        limits = httpx.Limits(max_connections=12, max_keepalive_connections=0)
-        return httpx.Client(
-            base_url=self.served.url, headers=self.headers, timeout=30, limits=limits
-        )
+    def client(self) -> "ThreadClients":
+        """A client of the server that tags its requests."""
+        return ThreadClients(base_url=self.served.url, headers=self.headers, timeout=30)
+
+
+class ThreadClients:
+    """httpx clients of one server, one per calling thread, each with a connection per
+    request.
+
+    - A connection per request: uvicorn closes a connection after the app raised, even
+      with its 500 already sent, and a request that reused that connection meanwhile
+      would fail with a reset instead of testing the app.
+    - A client per thread: httpcore's sync pool can close a connection it has just
+      handed to a waiting thread (encode/httpcore#1110), which fails that request with
+      "Bad file descriptor" or hangs it; a pool that one thread uses never races.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._local = threading.local()
+        self._made: list[httpx.Client] = []
+        self._lock = threading.Lock()
+
+    def _mine(self) -> httpx.Client:
+        client: httpx.Client | None = getattr(self._local, "client", None)
+        if client is None:
+            limits = httpx.Limits(max_keepalive_connections=0)
+            client = self._local.client = httpx.Client(limits=limits, **self._options)
+            with self._lock:
+                self._made.append(client)
+        return client
+
+    def get(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self._mine().get(url, **kwargs)
+
+    def stream(self, method: str, url: str, **kwargs: Any) -> Any:
+        return self._mine().stream(method, url, **kwargs)
+
+    def __enter__(self) -> "ThreadClients":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for client in self._made:
+            client.close()
 
 
 def events_of(output: list[str], tag: str | None = None) -> list[str]:
