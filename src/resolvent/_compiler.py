@@ -419,21 +419,25 @@ class _Compiler:
         steps: list[Step] = []
         nodes = self.nodes
         overridden = self.overrides is not NO_OVERRIDES
-        shared = None if overridden else registry.steps
-        templates = registry.step_templates
+        shared = registry.steps
         for key in order:
             node = nodes[key]
-            if shared is not None:
-                found = shared.get(key)
-                if found is not None and found[0] is node.provider and found[1] is node.inputs:
-                    step = found[2]
-                    scopes.add(step.scope)
-                    call_resources = call_resources or found[3]
-                    call_threads = call_threads or found[4]
-                    if step.may_ask:
-                        step = _asking(step, wire_seen, found[5], node.param)
-                    steps.append(step)
-                    continue
+            provider = node.provider
+            found = shared.get(key)
+            if found is not None and found[0] is not provider:
+                found = None  # made for another reading of the key
+            if found is not None and found[1] is node.inputs and not overridden:
+                step = found[2]
+                scope = step.scope
+                scopes.add(scope)
+                if scope is Scope.CALL:
+                    kind = step.kind
+                    call_resources = call_resources or kind.is_resource
+                    call_threads = call_threads or _threaded_kind(kind, provider.inline)
+                if step.may_ask:
+                    step = _asking(step, wire_seen, step.wire_key, node.param)
+                steps.append(step)
+                continue
             taint = _NO_TAINT  # nothing is replaced
             if overridden:
                 # A value built from a replacement is cached under the ids of the blocks
@@ -445,17 +449,36 @@ class _Compiler:
                 if taint:
                     taints[key] = taint
                     refuse_unclosable(self, node, taint, self.overrides.plain)
-            provider = node.provider
-            template = templates.get(key)
-            if template is None or template[0] is not provider:
-                template = _template(provider)
-                if len(templates) >= _MAX_BASES:
-                    templates.clear()
-                templates[key] = template
-            _, fn, name, scope, kind, inline, may_ask, base, awaits, resource, threads = template
+            if found is not None:
+                # The resolver's step in other plans: all but its inputs (and, with
+                # overrides, its key) hold here too.
+                like = found[2]
+                fn, name, scope, kind = like.fn, like.name, like.scope, like.kind
+                inline, may_ask, base, awaits = (
+                    like.inline,
+                    like.may_ask,
+                    like.wire_key,
+                    like.awaits,
+                )
+            else:
+                info = provider.info
+                fn, name, scope, kind, awaits = (
+                    info.fn,
+                    info.name,
+                    provider.scope,
+                    info.kind,
+                    info.awaits,
+                )
+                # An async factory made its context manager on the event loop: it is
+                # entered and exited there too, not in a worker thread.
+                inline = provider.inline or awaits
+                may_ask = info.may_ask and scope is Scope.CALL
+                # Only a step that may ask has a wire key (its questions carry it).
+                base = _wire_base(fn) if may_ask else ""
             scopes.add(scope)
-            call_resources = call_resources or resource
-            call_threads = call_threads or threads
+            if scope is Scope.CALL:
+                call_resources = call_resources or kind.is_resource
+                call_threads = call_threads or _threaded_kind(kind, provider.inline)
             slot = slots.get(key)
             if slot is None:
                 slot = registry.new_slot(key)
@@ -476,10 +499,10 @@ class _Compiler:
                 node.param,
                 awaits,
             )
-            if shared is not None and self._shareable(node):
+            if not overridden and self._shareable(node):
                 if len(shared) >= _MAX_BASES:
                     shared.clear()
-                shared[key] = (provider, node.inputs, step, resource, threads, base)
+                shared[key] = (provider, node.inputs, step)
             if may_ask:
                 step = _asking(step, wire_seen, base, node.param)
             steps.append(step)
@@ -489,7 +512,7 @@ class _Compiler:
             _inputs(root_inputs, slots),
             arguments,
             tuple(self.used_values),
-            frozenset(scopes),
+            _scope_set(scopes),
             call_resources,
             call_threads,
         )
@@ -559,6 +582,16 @@ cache is."""
 _NO_TAINT: frozenset[int] = frozenset()
 
 
+def _scope_set(scopes: set[Scope]) -> frozenset[Scope]:
+    """The plan's scopes as the one frozenset every plan with those scopes shares (there
+    are eight: a frozenset of three costs a plan more than its pointer)."""
+    made = frozenset(scopes)
+    return _SCOPE_SETS.setdefault(made, made)
+
+
+_SCOPE_SETS: dict[frozenset[Scope], frozenset[Scope]] = {}
+
+
 def build_graph(
     fn: Callable[..., Any],
     registry: Registry,
@@ -581,30 +614,6 @@ def _threaded(node: _Node) -> bool:
 
 def _threaded_kind(kind: Kind, inline: bool) -> bool:
     return kind is Kind.SYNC and not inline
-
-
-def _template(provider: Provider) -> tuple[Any, ...]:
-    """What every step of *provider* holds, whatever plan it is in: the provider (what
-    the template is valid for), fn, name, scope, kind, inline, may_ask, the wire key's
-    base and awaits, as `Step` takes them; then whether it is a CALL resource and
-    whether it is a CALL step run in a worker thread."""
-    info = provider.info
-    call = provider.scope is Scope.CALL
-    return (
-        provider,
-        info.fn,
-        info.name,
-        provider.scope,
-        info.kind,
-        # An async factory made its context manager on the event loop: it is entered
-        # and exited there too, not in a worker thread.
-        provider.inline or info.awaits,
-        info.may_ask and provider.scope is Scope.CALL,
-        _wire_base(info.fn),
-        info.awaits,
-        call and info.kind.is_resource,
-        call and _threaded_kind(info.kind, provider.inline),
-    )
 
 
 def _wire_base(fn: Any) -> str:

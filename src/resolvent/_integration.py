@@ -172,4 +172,4 @@ def kept_start(plan: Plan) -> Callable[..., Any] | None:
 def on_hot(plan: Plan, callback: Callable[[Callable[..., Any]], None]) -> None:
     """Call *callback(run_fn)* once *plan*, interpreted while cold (see `is_cold`), has its
     code generated: *run_fn* then replaces the plan's cold ``run_fn``/``direct_fn``."""
-    plan._on_hot.append(callback)
+    plan.when_hot(callback)

@@ -43,8 +43,8 @@ class Step:
     share the step of a resolver: *index* is the resolver's slot, a number the container
     gives it once (unique in any plan, not its position; see `Plan.position`), and the
     chain that reaches it is the plan's (`Plan.parent`). *wire_key* and *param* are the
-    plan's own on a step that may ask (its questions carry them); on another step they
-    are those of the plan that made it.
+    plan's own on a step that may ask (its questions carry them); a step that never asks
+    has no wire key (``""``), and its *param* is that of the plan that made it.
     """
 
     index: int
@@ -133,18 +133,33 @@ class Plan:
     fn_is_async: bool
     run_fn: Callable[..., Any] = field(repr=False)
     code: PlanCode = field(repr=False, compare=False)
-    _generated: list[Callable[..., Any]] = field(default_factory=list, repr=False)
+    # What a plan makes on first use is set once in its field (`_made`), which starts
+    # as None (not made): a plan that never needs it keeps no object for it.
+    _generated: Callable[..., Any] | None = field(default=None, repr=False)
+    """The generated ``resolve`` function."""
     overrides: Any = field(default=None, repr=False, compare=False)
-    _direct: list[Callable[..., Any] | None] = field(default_factory=list, repr=False)
+    _direct: tuple[Callable[..., Any] | None] | None = field(default=None, repr=False)
+    """The generated ``direct`` function (None if it needs a call scope), in a 1-tuple."""
     fn_threaded: bool = False  # a sync fn not marked `inline`: its body runs in a thread
-    _entry: list[Callable[..., Any]] = field(default_factory=list, repr=False, compare=False)
-    _on_hot: list[Callable[[Callable[..., Any]], None]] = field(
-        default_factory=list, repr=False, compare=False
+    _entry: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
+    _on_hot: tuple[Callable[[Callable[..., Any]], None], ...] | None = field(
+        default=None, repr=False, compare=False
     )
-    _slots: list[Any] = field(default_factory=list, repr=False, compare=False)
-    """Made on first use: (index -> step, index -> position)."""
-    _parents: list[Any] = field(default_factory=list, repr=False, compare=False)
-    """Made on first use (an error's path): index -> (parent's index, parameter)."""
+    """What to call once the plan's code is generated (`when_hot`)."""
+    _slots: tuple[dict[int, Step], dict[int, int]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """(index -> step, index -> position)."""
+    _parents: dict[int, tuple[int, str]] | None = field(default=None, repr=False, compare=False)
+    """index -> (parent's index, parameter): made for an error's path."""
+
+    def _made(self, name: str, value: Any) -> Any:
+        object.__setattr__(self, name, value)  # a cache of the plan's own: set once
+        return value
+
+    def when_hot(self, callback: Callable[[Callable[..., Any]], None]) -> None:
+        """Call *callback(run_fn)* once the plan's code is generated (see `heat`)."""
+        self._made("_on_hot", (*(self._on_hot or ()), callback))
 
     def heat(self) -> Callable[..., Any]:
         """The generated ``run`` function; made now if the plan started cold.
@@ -159,28 +174,30 @@ class Plan:
         function = self.code.function(self, "run")
         assert function is not None
         object.__setattr__(self, "run_fn", function)  # the one field that changes
-        hooks, self._on_hot[:] = list(self._on_hot), []
-        for hook in hooks:
-            hook(function)
+        hooks = self._on_hot
+        if hooks:
+            self._made("_on_hot", None)
+            for hook in hooks:
+                hook(function)
         return function
 
     @property
     def resolve_fn(self) -> Callable[..., Any]:
         """The generated ``resolve`` function, compiled the first time it is needed."""
-        generated = self._generated
-        if not generated:
+        function = self._generated
+        if function is None:
             function = self.code.function(self, "resolve")
             assert function is not None
-            generated.append(function)
-        return generated[0]
+            self._made("_generated", function)
+        return function
 
     @property
     def direct_fn(self) -> Callable[..., Any] | None:
         """The generated ``direct`` function (``run`` that sets up and tears down the CALL
         resources itself), or None if a resource needs a call scope; made on first use."""
         direct = self._direct
-        if not direct:
-            direct.append(self.code.function(self, "direct"))
+        if direct is None:
+            direct = self._made("_direct", (self.code.function(self, "direct"),))
         return direct[0]
 
     @property
@@ -189,20 +206,22 @@ class Plan:
         ``direct`` with CALL resources, for a call with no call scope, framework values or
         session); made on first use. Only for a plan with no SESSION step and no framework
         value whose CALL resources need no call scope."""
-        entry = self._entry
-        if not entry:
+        function = self._entry
+        if function is None:
             function = self.code.function(self, "entry")
             assert function is not None
-            entry.append(function)
-        return entry[0]
+            self._made("_entry", function)
+        return function
 
     def _maps(self) -> tuple[dict[int, Step], dict[int, int]]:
         maps = self._slots
-        if not maps:
+        if maps is None:
             steps = self.steps
-            maps.append(({s.index: s for s in steps}, {s.index: i for i, s in enumerate(steps)}))
-        found: tuple[dict[int, Step], dict[int, int]] = maps[0]
-        return found
+            maps = self._made(
+                "_slots",
+                ({s.index: s for s in steps}, {s.index: i for i, s in enumerate(steps)}),
+            )
+        return maps
 
     def step_at(self, index: int) -> Step:
         """The step whose `Step.index` is *index*."""
@@ -221,10 +240,9 @@ class Plan:
         ``(its index, parameter)``, index -1 for the plan's function. The compiler's walk
         again, from the plan's inputs: made on the first call (an error's path)."""
         parents = self._parents
-        if not parents:
-            parents.append(self._walk(self._maps()[0]))
-        found: tuple[int, str] = parents[0][index]
-        return found
+        if parents is None:
+            parents = self._made("_parents", self._walk(self._maps()[0]))
+        return parents[index]
 
     def _walk(self, at: dict[int, Step]) -> dict[int, tuple[int, str]]:
         # As the compiler walks: entering a step gives each of its inputs' steps met for

@@ -106,28 +106,26 @@ class Registry:
     def __init__(self) -> None:
         self.by_key: dict[Hashable, Provider] = {}
         self.by_type: dict[Any, list[Provider]] = {}
-        # Unregistered resolvers, key -> (marker epoch, provider): every plan that uses a
-        # resolver shares its one reading, so compiling a handler reads only the
-        # resolvers no plan used before. An entry holds its function, so the key (an
-        # identity) stays its own.
-        self._readings: OrderedDict[Hashable, tuple[int, Provider]] = OrderedDict()
+        # Unregistered resolvers, key -> provider: every plan that uses a resolver
+        # shares its one reading, so compiling a handler reads only the resolvers no
+        # plan used before. An entry holds its function, so the key (an identity) stays
+        # its own. All were read under `_readings_epoch`'s marker classes.
+        self._readings: OrderedDict[Hashable, Provider] = OrderedDict()
+        self._readings_epoch = markers_epoch()
         # key -> a resolver's checked expansion (`Expansion`); cleared with
         # the container's plans whenever a registration changes.
         self.expansions: dict[Hashable, Expansion] = {}
         self._epochs = (markers_epoch(), inline_epoch())
-        # key -> what every step of the resolver holds in any plan (its provider first,
-        # the wire key's base among it): made once per reading, checked against the
-        # provider, so never stale.
-        self.step_templates: dict[Hashable, tuple[Any, ...]] = {}
         # key -> its slot: the `Step.index` of the resolver's steps in every plan, so a
         # step holds nothing of where it sits in a plan and plans share it (below). Never
         # reused: a number, once given, names one key for the registry's life.
         self.slots: dict[Hashable, int] = {}
         self._next_slot = 0
-        # key -> (provider, inputs, step, CALL resource, CALL thread, wire key's base): the
-        # step a plan without overrides made for a resolver, taken by every later plan
-        # whose node has that reading and those (shared) inputs; see `_compiler.build`.
-        self.steps: dict[Hashable, tuple[Any, ...]] = {}
+        # key -> (provider, inputs, step): the step a plan without overrides made for a
+        # resolver, taken by every later plan without overrides whose node has that
+        # reading and those (shared) inputs, and copied, with its own inputs, by a plan
+        # whose node has that reading; see `_compiler.build`.
+        self.steps: dict[Hashable, tuple[Provider, tuple[Any, ...], Any]] = {}
 
     def add(
         self,
@@ -202,19 +200,17 @@ class Registry:
         scope = getattr(fn, IMPLICIT_SCOPE, Scope.CALL)
         readings = self._readings
         epoch = markers_epoch()
+        if epoch != self._readings_epoch:  # a marker class was registered: read again
+            readings.clear()
+            self._readings_epoch = epoch
         cached = readings.get(key)
-        if (
-            cached is not None
-            and cached[0] == epoch
-            and cached[1].inline == inline
-            and cached[1].scope is scope
-        ):
+        if cached is not None and cached.inline == inline and cached.scope is scope:
             readings.move_to_end(key)
-            return cached[1]
+            return cached
         provider = Provider(read_function(fn), scope, inline=inline, registered=False)
         if len(readings) >= _MAX_READINGS:
             readings.popitem(last=False)
-        readings[key] = (epoch, provider)
+        readings[key] = provider
         return provider
 
     def for_type(self, tp: Any) -> list[Provider]:
