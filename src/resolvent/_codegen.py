@@ -342,9 +342,28 @@ def generate(
         return source, None
     code_name = f"<resolvent plan {name} {variant} #{next(_counter)}>"
     ns["LINES"] = (code_name, w.line_steps)
-    exec(compile(source, code_name, "exec", dont_inherit=True), ns)
+    code = compile(source, code_name, "exec", dont_inherit=True)
+    if not entry:
+        ns = _read_by(code, ns)
+    exec(code, ns)
     function: Callable[..., Any] = ns[variant]
     return source, function
+
+
+def _read_by(code: types.CodeType, ns: dict[str, Any]) -> dict[str, Any]:
+    """The part of *ns* that *code* (or code defined in it) reads, with ``PLAN`` and
+    ``LINES`` (a timed-out call reads them from a frame's globals): *ns* holds every
+    helper any plan's code may call and each step's constants, and the function keeps
+    its globals for its life. The names are the code's own strings, not copies."""
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        found = stack.pop()
+        names.update(found.co_names)
+        stack.extend(c for c in found.co_consts if isinstance(c, types.CodeType))
+    kept = {name: ns[name] for name in names if name in ns}
+    kept["PLAN"], kept["LINES"] = ns["PLAN"], ns["LINES"]
+    return kept
 
 
 def _deferred(
