@@ -185,8 +185,9 @@ class _Compiler:
                 child = self.target(param, param.marker, key)
                 check_type(self, key, param, self.nodes[child])
                 check_lifetime(self, node, param, self.nodes[child])
-                edges.append((param, child))
-                inputs.append((param, child))
+                edge = (param, child)  # one tuple, in both
+                edges.append(edge)
+                inputs.append(edge)
                 continue
             declared = self.value_type(param.bare)
             if declared is not None:
@@ -217,7 +218,7 @@ class _Compiler:
             # This plan holds the inputs the memo holds: its step is the one later plans
             # share (`build` knows a shared step by its inputs).
             node.inputs = shared = tuple(inputs)
-            memo[key] = Expansion(node.provider, tuple(edges), children, shared, tuple(values))
+            memo[key] = Expansion(key, node.provider, tuple(edges), children, shared, tuple(values))
         return edges
 
     def _replay(self, node: _Node, found: Expansion) -> Sequence[tuple[Param, Hashable]]:
@@ -261,27 +262,29 @@ class _Compiler:
         for (param, child), provider in zip(found.edges, found.children, strict=True):
             if child not in creations:
                 creations[child] = (key, param.name, provider)
-        post: dict[Hashable, tuple[Hashable, Provider, Any, Any]] = {}
+        post: dict[Hashable, Expansion] = {}
         values: dict[Any, None] = dict.fromkeys(found.values)
         for closure in below:
             for shared in closure.creations:
                 if shared.key not in creations:
                     creations[shared.key] = shared
             for item in closure.post:
-                if item[0] not in post:
-                    post[item[0]] = item
+                if item.key not in post:
+                    post[item.key] = item
             if len(post) >= _MAX_CLOSURE:
                 return
             values.update(dict.fromkeys(closure.values))
-        post[key] = (key, found.provider, found.edges, found.inputs)
+        post[key] = found
         made_here: list[_Node] = []
         for child, made in creations.items():
             if isinstance(made, _Node):
                 made_here.append(made)
                 continue
             parent, param_name, provider = made  # a child of *key*: its node, complete
-            _, _, edges, inputs = post[child]
-            made_here.append(_Node(provider, child, None, parent, param_name, None, edges, inputs))
+            entry = post[child]
+            made_here.append(
+                _Node(provider, child, None, parent, param_name, None, entry.edges, entry.inputs)
+            )
         found.closure = Closure(tuple(made_here), tuple(post.values()), tuple(values))
 
     def splice(self, key: Hashable, state: dict[Hashable, int], post: list[Hashable]) -> bool:
@@ -298,12 +301,12 @@ class _Compiler:
             return False
         closure = found.closure
         for item in closure.post:
-            met = state.get(item[0])
+            met = state.get(item.key)
             if met == 1:
                 return False  # a cycle: the walk says where
             if met is None:
-                node = nodes.get(item[0])
-                if node is not None and node.provider is not item[1]:
+                node = nodes.get(item.key)
+                if node is not None and node.provider is not item.provider:
                     return False
         for made in closure.creations:
             if made.key not in nodes:
@@ -313,13 +316,13 @@ class _Compiler:
             if declared not in used:
                 used.append(declared)
         for item in closure.post:
-            sub = item[0]
+            sub = item.key
             if sub not in state:
                 state[sub] = 2
                 node = nodes[sub]
                 if node.edges is None:  # a node of this plan's own (the resolver's, say)
-                    node.edges = item[2]
-                    node.inputs = item[3]
+                    node.edges = item.edges
+                    node.inputs = item.inputs
                 post.append(sub)
         return True
 

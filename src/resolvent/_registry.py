@@ -56,6 +56,7 @@ class Expansion:
     """A resolver's checked expansion, shared by the plans that use it (`Registry.expansions`;
     the compiler makes it in `expand`)."""
 
+    key: Hashable
     provider: Provider  # the reading it was checked for: valid while the key has it
     edges: tuple[tuple[Param, Hashable], ...]
     children: tuple[Provider, ...]  # each edge's provider
@@ -78,9 +79,9 @@ class Closure:
     creates them, with its first consumer, edges and inputs as a walk from this resolver
     alone gives them. Shared by every plan the sub-graph is spliced into, so never
     changed (the compiler's `splice`)."""
-    post: tuple[tuple[Hashable, Provider, Any, Any], ...]
-    """(key, provider, edges, inputs) of every node, the resolver last: the walk's
-    post-order."""
+    post: tuple[Expansion, ...]
+    """The expansion of every node (its key, provider, edges and inputs), the resolver
+    last: the walk's post-order."""
     values: tuple[Any, ...]
     """The framework value types the sub-graph takes, in order of first use."""
 
@@ -125,7 +126,7 @@ class Registry:
         # resolver, taken by every later plan without overrides whose node has that
         # reading and those (shared) inputs, and copied, with its own inputs, by a plan
         # whose node has that reading; see `_compiler.build`.
-        self.steps: dict[Hashable, tuple[Provider, tuple[Any, ...], Any]] = {}
+        self.steps: dict[Hashable, tuple[Provider, Any, Any]] = {}
 
     def add(
         self,
