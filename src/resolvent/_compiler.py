@@ -579,7 +579,7 @@ def _inputs(
 
 _STEP_INPUTS: dict[tuple[str, int], Input] = {}
 _MAX_BASES = 4096
-"""Entries a compile cache keeps (step templates, shared inputs): bounded, as the plan
+"""Entries a compile cache keeps (shared steps, shared inputs): bounded, as the plan
 cache is."""
 
 _NO_TAINT: frozenset[int] = frozenset()

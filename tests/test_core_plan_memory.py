@@ -1,0 +1,172 @@
+"""What compiling keeps: what plans can share, they share; a plan keeps nothing it has not
+made and its code nothing it does not read. No byte counts (those are the benchmark's):
+each test names an object that must, or must not, be kept."""
+
+import gc
+import types
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any
+
+from resolvent import Container, Elicit, Resolve
+from resolvent._integration import on_hot
+from resolvent._registry import resolver_key
+
+
+class Confirm:
+    pass
+
+
+async def leaf() -> int:
+    return 1
+
+
+async def left(a: Annotated[int, Resolve(leaf)]) -> int:
+    return a + 1
+
+
+def right(a: Annotated[int, Resolve(leaf)]) -> int:  # sync: runs in a worker thread
+    return a + 2
+
+
+async def opened(a: Annotated[int, Resolve(leaf)]) -> AsyncIterator[int]:
+    yield a + 3
+
+
+async def top(
+    x: Annotated[int, Resolve(left)],
+    y: Annotated[int, Resolve(right)],
+    z: Annotated[int, Resolve(opened)],
+) -> int:
+    return x + y + z
+
+
+def _handlers() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    async def first(t: Annotated[int, Resolve(top)], user_id: str) -> int:
+        return t
+
+    async def second(t: Annotated[int, Resolve(top)], w: Annotated[int, Resolve(left)]) -> int:
+        return t + w
+
+    return first, second
+
+
+def _code_names(function: Any) -> tuple[dict[str, str], set[str]]:
+    """Every name the generated code beside *function* (the functions of its module,
+    and code defined in them) reads; and those functions' names."""
+    where = function.__code__.co_filename
+    made = {
+        name: f
+        for name, f in function.__globals__.items()
+        if isinstance(f, types.FunctionType) and f.__code__.co_filename == where
+    }
+    names: dict[str, str] = {}
+    stack: list[types.CodeType] = [f.__code__ for f in made.values()]
+    while stack:
+        code = stack.pop()
+        names.update((n, n) for n in code.co_names)
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return names, set(made)
+
+
+def test_a_plan_keeps_nothing_for_what_it_has_not_made() -> None:
+    """A plan's first-use caches (the other variants' code, its maps, hooks) hold no
+    object until they are made: a compiled plan refers to no list or dict."""
+    first, _ = _handlers()
+    plan = Container().compile(first)
+    kept = [r for r in gc.get_referents(plan) if isinstance(r, list | dict)]
+    assert kept == []
+    # Each is made once, on first use, and kept.
+    assert plan.resolve_fn is plan.resolve_fn
+    assert plan.direct_fn is plan.direct_fn
+    assert plan.path_to(plan.steps[0].index) == plan.path_to(plan.steps[0].index)
+
+
+def test_hot_hooks_run_once_each_when_the_plan_turns_hot() -> None:
+    async def handler(x: Annotated[int, Resolve(left)]) -> int:
+        return x
+
+    plan = Container().compile(handler)
+    seen: list[tuple[str, Any]] = []
+    on_hot(plan, lambda run: seen.append(("a", run)))
+    on_hot(plan, lambda run: seen.append(("b", run)))
+    assert seen == []
+    run = plan.heat()
+    plan.heat()
+    assert seen == [("a", run), ("b", run)]
+    assert not [r for r in gc.get_referents(plan) if isinstance(r, tuple) and seen[0] in r]
+
+
+def test_plans_share_their_steps_and_scopes() -> None:
+    """Two plans of a container take the same step for a resolver, and plans with the
+    same scopes the same set of them, in any container."""
+    first, second = _handlers()
+    container = Container()
+    a, b = container.compile(first), container.compile(second)
+    by_fn = {s.fn: s for s in a.steps}
+    assert all(by_fn[s.fn] is s for s in b.steps)
+    assert a.scopes is b.scopes
+    assert Container().compile(first).scopes is a.scopes
+
+
+def test_a_step_that_never_asks_has_no_wire_key() -> None:
+    async def ask() -> Elicit[Confirm]:
+        return Elicit("sure?", Confirm)
+
+    async def handler(t: Annotated[int, Resolve(top)], c: Annotated[Confirm, Resolve(ask)]) -> int:
+        return t
+
+    plan = Container().compile(handler)
+    keys = {s.fn: s.wire_key for s in plan.steps}
+    assert keys.pop(ask).endswith(":test_a_step_that_never_asks_has_no_wire_key.<locals>.ask")
+    assert set(keys.values()) == {""}
+
+
+def test_a_kept_sub_graph_holds_the_expansions_the_registry_keeps() -> None:
+    """The sub-graph kept for a resolver lists its resolvers' expansions themselves (no
+    copy per sub-graph), and an expansion's resolver edges are its inputs' own."""
+    first, _ = _handlers()
+    container = Container()
+    container.compile(first)
+    memo = container._registry.expansions
+    closure = memo[resolver_key(top)].closure
+    assert closure is not None
+    assert [item.key for item in closure.post] == [
+        resolver_key(f) for f in (leaf, left, right, opened, top)
+    ]
+    assert all(item is memo[item.key] for item in closure.post)
+    for expansion in memo.values():
+        edges = [i for i in expansion.inputs if isinstance(i, tuple)]
+        assert len(edges) == len(expansion.edges)
+        assert all(a is b for a, b in zip(edges, expansion.edges, strict=True))
+
+
+def test_the_registry_keeps_one_step_per_resolver_and_one_reading() -> None:
+    """What the registry keeps for a resolver is the step every plan holds and the
+    reading that step was made for."""
+    first, _ = _handlers()
+    container = Container()
+    plan = container.compile(first)
+    registry = container._registry
+    for step in plan.steps:
+        provider, _, shared = registry.steps[step.key]
+        assert shared is step
+        assert registry.implicit(step.fn) is provider
+
+
+async def test_generated_code_keeps_only_the_globals_it_reads() -> None:
+    """A plan's generated function keeps as globals only the names its code reads (and
+    what a timed-out call looks up), under the code's own name strings; it still runs
+    its worker-thread step and its resource."""
+    first, second = _handlers()
+    container = Container()
+    async with container:
+        for handler in (first, second):
+            plan = container.compile(handler)
+            for variant in (plan.heat(), plan.resolve_fn, plan.direct_fn):
+                names, functions = _code_names(variant)
+                kept = set(variant.__globals__) - {"__builtins__"}
+                assert kept - set(names) <= {"PLAN", "LINES", *functions}
+                assert all(k is names[k] for k in kept if k in names)
+            for _ in range(3):  # past the interpreted first calls: the generated code runs
+                assert await container.run(first, user_id="u") == 2 + 3 + 4
+                assert await container.run(second) == 2 + 3 + 4 + 2
