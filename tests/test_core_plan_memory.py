@@ -148,9 +148,12 @@ def test_the_registry_keeps_one_step_per_resolver_and_one_reading() -> None:
     plan = container.compile(first)
     registry = container._registry
     for step in plan.steps:
-        provider, _, shared = registry.steps[step.key]
+        provider, _, shared, *_ = registry.steps[step.key]
         assert shared is step
         assert registry.implicit(step.fn) is provider
+        # Beside them, the registry keeps its expansion and its slot, and nothing else.
+        tables = [v for v in vars(registry).values() if isinstance(v, dict) and step.key in v]
+        assert len(tables) == 4
 
 
 async def test_generated_code_keeps_only_the_globals_it_reads() -> None:

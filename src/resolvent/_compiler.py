@@ -431,12 +431,9 @@ class _Compiler:
                 found = None  # made for another reading of the key
             if found is not None and found[1] is node.inputs and not overridden:
                 step = found[2]
-                scope = step.scope
-                scopes.add(scope)
-                if scope is Scope.CALL:
-                    kind = step.kind
-                    call_resources = call_resources or kind.is_resource
-                    call_threads = call_threads or _threaded_kind(kind, provider.inline)
+                scopes.add(step.scope)
+                call_resources = call_resources or found[3]
+                call_threads = call_threads or found[4]
                 if step.may_ask:
                     step = _asking(step, wire_seen, step.wire_key, node.param)
                 steps.append(step)
@@ -475,13 +472,16 @@ class _Compiler:
                 # An async factory made its context manager on the event loop: it is
                 # entered and exited there too, not in a worker thread.
                 inline = provider.inline or awaits
-                may_ask = info.may_ask and scope is Scope.CALL
+                may_ask = info.may_ask and scope is _CALL
                 # Only a step that may ask has a wire key (its questions carry it).
                 base = _wire_base(fn) if may_ask else ""
             scopes.add(scope)
-            if scope is Scope.CALL:
-                call_resources = call_resources or kind.is_resource
-                call_threads = call_threads or _threaded_kind(kind, provider.inline)
+            resource = threads = False
+            if scope is _CALL:
+                resource = kind.is_resource
+                threads = kind is _SYNC and not provider.inline
+                call_resources = call_resources or resource
+                call_threads = call_threads or threads
             slot = slots.get(key)
             if slot is None:
                 slot = registry.new_slot(key)
@@ -505,7 +505,7 @@ class _Compiler:
             if not overridden and self._shareable(node):
                 if len(shared) >= _MAX_BASES:
                     shared.clear()
-                shared[key] = (provider, node.inputs, step)
+                shared[key] = (provider, node.inputs, step, resource, threads)
             if may_ask:
                 step = _asking(step, wire_seen, base, node.param)
             steps.append(step)
@@ -583,6 +583,8 @@ _MAX_BASES = 4096
 cache is."""
 
 _NO_TAINT: frozenset[int] = frozenset()
+_CALL = Scope.CALL  # read per step: a module global, not an enum class attribute
+_SYNC = Kind.SYNC
 
 
 def _scope_set(scopes: set[Scope]) -> frozenset[Scope]:

@@ -122,11 +122,12 @@ class Registry:
         # reused: a number, once given, names one key for the registry's life.
         self.slots: dict[Hashable, int] = {}
         self._next_slot = 0
-        # key -> (provider, inputs, step): the step a plan without overrides made for a
-        # resolver, taken by every later plan without overrides whose node has that
-        # reading and those (shared) inputs, and copied, with its own inputs, by a plan
-        # whose node has that reading; see `_compiler.build`.
-        self.steps: dict[Hashable, tuple[Provider, Any, Any]] = {}
+        # key -> (provider, inputs, step, CALL resource, CALL thread): the step a plan
+        # without overrides made for a resolver, taken by every later plan without
+        # overrides whose node has that reading and those (shared) inputs, and copied,
+        # with its own inputs, by a plan whose node has that reading; see
+        # `_compiler.build`.
+        self.steps: dict[Hashable, tuple[Provider, Any, Any, bool, bool]] = {}
 
     def add(
         self,
