@@ -296,6 +296,25 @@ def _shared_graph(size: int) -> list[Any]:
     return made
 
 
+def _over_the_graph(made: list[Any]) -> tuple[Any, Any, Any]:
+    """Over the graph *made*: a first handler that uses its top, a resolver of its own
+    over the top two, and a second handler using that resolver and the graph again."""
+    top, second = made[-1], made[-2]
+
+    async def first(t: Annotated[int, Resolve(top)]) -> int:
+        return t
+
+    async def own(t: Annotated[int, Resolve(top)], s: Annotated[int, Resolve(second)]) -> int:
+        return t + s
+
+    async def handler(
+        o: Annotated[int, Resolve(own)], s: Annotated[int, Resolve(second)], user_id: str
+    ) -> int:
+        return o + s
+
+    return first, own, handler
+
+
 def _counted_compile(
     monkeypatch: pytest.MonkeyPatch, container: Container, handler: Any
 ) -> tuple[list[Any], list[Any]]:
@@ -329,18 +348,7 @@ def test_a_new_handler_costs_its_own_resolvers_not_the_shared_graph(
     monkeypatch: pytest.MonkeyPatch, size: int
 ) -> None:
     made = _shared_graph(size)
-    top, second = made[-1], made[-2]
-
-    async def first(t: Annotated[int, Resolve(top)]) -> int:
-        return t
-
-    async def own(t: Annotated[int, Resolve(top)], s: Annotated[int, Resolve(second)]) -> int:
-        return t + s
-
-    async def handler(
-        o: Annotated[int, Resolve(own)], s: Annotated[int, Resolve(second)], user_id: str
-    ) -> int:
-        return o + s
+    first, own, handler = _over_the_graph(made)
 
     container = Container()
     expanded, _ = _counted_compile(monkeypatch, container, first)
@@ -361,18 +369,7 @@ def test_a_new_handler_makes_steps_only_for_its_own_resolvers(
     import resolvent._compiler as compiler_module
 
     made = _shared_graph(100)
-    top, second = made[-1], made[-2]
-
-    async def first(t: Annotated[int, Resolve(top)]) -> int:
-        return t
-
-    async def own(t: Annotated[int, Resolve(top)], s: Annotated[int, Resolve(second)]) -> int:
-        return t + s
-
-    async def handler(
-        o: Annotated[int, Resolve(own)], s: Annotated[int, Resolve(second)], user_id: str
-    ) -> int:
-        return o + s
+    first, own, handler = _over_the_graph(made)
 
     container = Container()
     before = container.compile(first)
