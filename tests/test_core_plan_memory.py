@@ -141,19 +141,18 @@ def test_a_kept_sub_graph_holds_the_expansions_the_registry_keeps() -> None:
 
 
 def test_the_registry_keeps_one_step_per_resolver_and_one_reading() -> None:
-    """What the registry keeps for a resolver is the step every plan holds and the
-    reading that step was made for."""
+    """What the registry keeps for a resolver is its reading, its slot and its checked
+    expansion, which holds the step every plan holds, made for that reading."""
     first, _ = _handlers()
     container = Container()
     plan = container.compile(first)
     registry = container._registry
     for step in plan.steps:
-        provider, _, shared, *_ = registry.steps[step.key]
-        assert shared is step
-        assert registry.implicit(step.fn) is provider
-        # Beside them, the registry keeps its expansion and its slot, and nothing else.
+        expansion = registry.expansions[step.key]
+        assert expansion.step is step
+        assert registry.implicit(step.fn) is expansion.provider
         tables = [v for v in vars(registry).values() if isinstance(v, dict) and step.key in v]
-        assert len(tables) == 4
+        assert len(tables) == 3
 
 
 async def test_generated_code_keeps_only_the_globals_it_reads() -> None:

@@ -410,7 +410,7 @@ class _Compiler:
         Each resolver has a slot, its steps' `Step.index` in every plan of the container
         (`Registry.slots`), so a step holds nothing of where it sits in a plan: a plan
         without overrides takes the step an earlier plan made for the same reading and
-        inputs (`Registry.steps`), and makes only the steps of the resolvers new to it.
+        inputs (`Expansion.step`), and makes only the steps of the resolvers new to it.
         A step that may ask is copied: its wire key and parameter are the plan's own.
         """
         scopes: set[Scope] = set()
@@ -422,22 +422,24 @@ class _Compiler:
         steps: list[Step] = []
         nodes = self.nodes
         overridden = self.overrides is not NO_OVERRIDES
-        shared = registry.steps
+        memo = registry.expansions  # each resolver's step is its expansion's
+        shared = self.memo  # None with overrides: their plans take no shared step
         for key in order:
             node = nodes[key]
             provider = node.provider
-            found = shared.get(key)
-            if found is not None and found[0] is not provider:
-                found = None  # made for another reading of the key
-            if found is not None and found[1] is node.inputs and not overridden:
-                step = found[2]
-                scopes.add(step.scope)
-                call_resources = call_resources or found[3]
-                call_threads = call_threads or found[4]
-                if step.may_ask:
-                    step = _asking(step, wire_seen, step.wire_key, node.param)
-                steps.append(step)
-                continue
+            expansion = memo.get(key)
+            like = None
+            if expansion is not None and expansion.provider is provider:
+                like = expansion.step  # None until a plan built it
+                if like is not None and expansion.inputs is node.inputs and not overridden:
+                    scopes.add(like.scope)
+                    call_resources = call_resources or expansion.resource
+                    call_threads = call_threads or expansion.threads
+                    step = like
+                    if step.may_ask:
+                        step = _asking(step, wire_seen, step.wire_key, node.param)
+                    steps.append(step)
+                    continue
             taint = _NO_TAINT  # nothing is replaced
             if overridden:
                 # A value built from a replacement is cached under the ids of the blocks
@@ -449,10 +451,9 @@ class _Compiler:
                 if taint:
                     taints[key] = taint
                     refuse_unclosable(self, node, taint, self.overrides.plain)
-            if found is not None:
+            if like is not None:
                 # The resolver's step in other plans: all but its inputs (and, with
                 # overrides, its key) hold here too.
-                like = found[2]
                 fn, name, scope, kind = like.fn, like.name, like.scope, like.kind
                 inline, may_ask, base, awaits = (
                     like.inline,
@@ -502,10 +503,15 @@ class _Compiler:
                 node.param,
                 awaits,
             )
-            if not overridden and self._shareable(node):
-                if len(shared) >= _MAX_BASES:
-                    shared.clear()
-                shared[key] = (provider, node.inputs, step, resource, threads)
+            if (
+                shared is not None
+                and expansion is not None
+                and expansion.provider is provider
+                and expansion.inputs is node.inputs
+            ):
+                # Its inputs are its resolver's checked expansion, the same object in
+                # every plan that reads it so: later plans take this step.
+                expansion.step, expansion.resource, expansion.threads = step, resource, threads
             if may_ask:
                 step = _asking(step, wire_seen, base, node.param)
             steps.append(step)
@@ -519,13 +525,6 @@ class _Compiler:
             call_resources,
             call_threads,
         )
-
-    def _shareable(self, node: _Node) -> bool:
-        """Whether *node*'s step may serve later plans: its inputs are its resolver's
-        checked expansion, the same object in every plan that reads it so."""
-        memo = self.memo
-        found = memo.get(node.key) if memo is not None else None
-        return found is not None and found.provider is node.provider and found.inputs is node.inputs
 
 
 def _asking(step: Step, wire_seen: dict[str, int], base: str, param: str) -> Step:
@@ -579,7 +578,7 @@ def _inputs(
 
 _STEP_INPUTS: dict[tuple[str, int], Input] = {}
 _MAX_BASES = 4096
-"""Entries a compile cache keeps (shared steps, shared inputs): bounded, as the plan
+"""Entries a compile cache keeps (shared inputs): bounded, as the plan
 cache is."""
 
 _NO_TAINT: frozenset[int] = frozenset()

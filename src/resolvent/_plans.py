@@ -83,7 +83,6 @@ class PlanCache:
         """The providers changed: every plan compiles again on its next use."""
         self.generation += 1
         self.registry.expansions.clear()
-        self.registry.steps.clear()
         self.plans.clear()
         self.ready.clear()
         self.override_plans.clear()

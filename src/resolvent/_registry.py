@@ -63,6 +63,12 @@ class Expansion:
     inputs: tuple[Input | tuple[Param, Hashable], ...]
     values: tuple[Any, ...]  # the framework value types it takes, in order
     closure: Closure | None = None  # its whole sub-graph, once walked (the compiler's `close`)
+    step: Any = None
+    """The resolver's step, once a plan without overrides built it: every later plan
+    without overrides that reaches this expansion takes it as it is; a plan whose node
+    has the same reading and other inputs copies it (the compiler's `build`)."""
+    resource: bool = False  # the step is a CALL resource
+    threads: bool = False  # the step is a CALL step run in a worker thread
 
 
 @record(eq=False)
@@ -122,12 +128,6 @@ class Registry:
         # reused: a number, once given, names one key for the registry's life.
         self.slots: dict[Hashable, int] = {}
         self._next_slot = 0
-        # key -> (provider, inputs, step, CALL resource, CALL thread): the step a plan
-        # without overrides made for a resolver, taken by every later plan without
-        # overrides whose node has that reading and those (shared) inputs, and copied,
-        # with its own inputs, by a plan whose node has that reading; see
-        # `_compiler.build`.
-        self.steps: dict[Hashable, tuple[Provider, Any, Any, bool, bool]] = {}
 
     def add(
         self,
@@ -170,11 +170,11 @@ class Registry:
         return self.expansions
 
     def slot_table(self) -> dict[Hashable, int]:
-        """`slots`, emptied (and with it `steps`, whose inputs name slots) first if it
-        grew past its bound: called before a plan is built, never during."""
+        """`slots`, emptied (and with it `expansions`, whose steps' inputs name slots)
+        first if it grew past its bound: called before a plan is built, never during."""
         if len(self.slots) >= _MAX_SLOTS:
             self.slots.clear()
-            self.steps.clear()
+            self.expansions.clear()
         return self.slots
 
     def new_slot(self, key: Hashable) -> int:
