@@ -96,6 +96,23 @@ def test_hot_hooks_run_once_each_when_the_plan_turns_hot() -> None:
     assert not [r for r in gc.get_referents(plan) if isinstance(r, tuple) and seen[0] in r]
 
 
+def test_reading_a_resolver_gives_it_no_attribute_dict() -> None:
+    """Reading a function leaves it as it was: one that has no attributes of its own
+    is not given an empty ``__dict__`` to keep."""
+
+    async def plain() -> int:
+        return 1
+
+    async def handler(p: Annotated[int, Resolve(plain)]) -> int:
+        return p
+
+    Container().compile(handler)
+    for fn in (plain, handler):
+        known = (fn.__globals__, fn.__annotations__, fn.__kwdefaults__, fn.__builtins__)
+        made = [r for r in gc.get_referents(fn) if isinstance(r, dict)]
+        assert [r for r in made if not any(r is k for k in known)] == []
+
+
 def test_plans_share_their_steps_and_scopes() -> None:
     """Two plans of a container take the same step for a resolver, and plans with the
     same scopes the same set of them, in any container."""
