@@ -172,6 +172,30 @@ def test_the_registry_keeps_one_step_per_resolver_and_one_reading() -> None:
         assert len(tables) == 3
 
 
+def test_readings_of_resolvers_made_on_the_fly_are_bounded(monkeypatch: Any) -> None:
+    """The registry's readings of unregistered resolvers let the oldest go past their
+    bound: a program that makes resolvers on the fly does not keep each one alive."""
+    import resolvent._registry as registry_module
+
+    monkeypatch.setattr(registry_module, "_MAX_READINGS", 8)
+    container = Container()
+    made: list[Any] = []
+    for i in range(40):
+
+        async def fresh(i: int = i) -> int:
+            return i
+
+        async def handler(v: Annotated[int, Resolve(fresh)]) -> int:
+            return v
+
+        container.compile(handler)
+        made.append(fresh)
+    readings = container._registry._readings
+    assert len(readings) <= 8
+    assert resolver_key(made[-1]) in readings
+    assert resolver_key(made[0]) not in readings
+
+
 async def test_generated_code_keeps_only_the_globals_it_reads() -> None:
     """A plan's generated function keeps as globals only the names its code reads (and
     what a timed-out call looks up), under the code's own name strings; it still runs

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -117,7 +116,10 @@ class Registry:
         # shares its one reading, so compiling a handler reads only the resolvers no
         # plan used before. An entry holds its function, so the key (an identity) stays
         # its own. All were read under `_readings_epoch`'s marker classes.
-        self._readings: OrderedDict[Hashable, Provider] = OrderedDict()
+        # Oldest first: the bound lets go of the earliest readings (a plain dict: an
+        # OrderedDict, kept in use order, costs about 100 bytes more per entry, and
+        # reordering a plain one on every hit grows it).
+        self._readings: dict[Hashable, Provider] = {}
         self._readings_epoch = markers_epoch()
         # key -> a resolver's checked expansion (`Expansion`); cleared with
         # the container's plans whenever a registration changes.
@@ -207,11 +209,10 @@ class Registry:
             self._readings_epoch = epoch
         cached = readings.get(key)
         if cached is not None and cached.inline == inline and cached.scope is scope:
-            readings.move_to_end(key)
             return cached
         provider = Provider(read_function(fn), scope, inline=inline, registered=False)
         if len(readings) >= _MAX_READINGS:
-            readings.popitem(last=False)
+            del readings[next(iter(readings))]
         readings[key] = provider
         return provider
 
