@@ -148,9 +148,21 @@ def test_a_kept_sub_graph_holds_the_expansions_the_registry_keeps() -> None:
     closure = memo[resolver_key(top)].closure
     assert closure is not None
     assert [item.key for item in closure.post] == [
-        resolver_key(f) for f in (leaf, left, right, opened, top)
+        resolver_key(f) for f in (leaf, left, right, opened)
     ]
     assert all(item is memo[item.key] for item in closure.post)
+
+    # A resolver that calls none has no sub-graph to keep: all share one empty one.
+    async def other() -> int:
+        return 2
+
+    async def handler(o: Annotated[int, Resolve(other)]) -> int:
+        return o
+
+    container.compile(handler)
+    empty = memo[resolver_key(leaf)].closure
+    assert empty is not None and not (empty.creations or empty.post or empty.values)
+    assert memo[resolver_key(other)].closure is empty
     for expansion in memo.values():
         edges = [i for i in expansion.inputs if isinstance(i, tuple)]
         assert len(edges) == len(expansion.edges)

@@ -78,6 +78,10 @@ _MAX_CLOSURE = 128
 chain (10,000 resolvers) would otherwise keep one per link. Larger sub-graphs are
 walked, their parts spliced."""
 
+_NO_SUB_GRAPH = Closure((), (), ())
+"""The kept sub-graph of every resolver that calls no resolver and takes no framework
+value: one, shared (splicing it adds the resolver alone)."""
+
 
 class _Compiler:
     """One compilation: the walk from the root's markers, each resolver read once (a node),
@@ -250,12 +254,12 @@ class _Compiler:
         nodes = self.nodes
         if found is None or found.closure is not None or found.provider is not nodes[key].provider:
             return
-        below: list[Closure] = []
+        below: list[Expansion] = []
         for child in dict.fromkeys(c for _, c in found.edges):
             entry: Expansion | None = memo.get(child)
             if entry is None or entry.closure is None:
                 return
-            below.append(entry.closure)
+            below.append(entry)
         # The walk creates a node's children when it enters the node, then walks each
         # child's sub-graph in turn, skipping what it has met: first come first kept.
         creations: dict[Hashable, _Node | tuple[Hashable, str, Provider]] = {}
@@ -264,17 +268,23 @@ class _Compiler:
                 creations[child] = (key, param.name, provider)
         post: dict[Hashable, Expansion] = {}
         values: dict[Any, None] = dict.fromkeys(found.values)
-        for closure in below:
+        for entry in below:
+            closure = entry.closure
+            assert closure is not None
             for shared in closure.creations:
                 if shared.key not in creations:
                     creations[shared.key] = shared
             for item in closure.post:
                 if item.key not in post:
                     post[item.key] = item
+            if entry.key not in post:
+                post[entry.key] = entry
             if len(post) >= _MAX_CLOSURE:
                 return
             values.update(dict.fromkeys(closure.values))
-        post[key] = found
+        if not creations and not values:  # a resolver with no resolver to call
+            found.closure = _NO_SUB_GRAPH
+            return
         made_here: list[_Node] = []
         for child, made in creations.items():
             if isinstance(made, _Node):
@@ -300,7 +310,7 @@ class _Compiler:
         if found is None or found.closure is None or found.provider is not nodes[key].provider:
             return False
         closure = found.closure
-        for item in closure.post:
+        for item in closure.post:  # the resolver's own node is checked (above) and new
             met = state.get(item.key)
             if met == 1:
                 return False  # a cycle: the walk says where
@@ -320,10 +330,17 @@ class _Compiler:
             if sub not in state:
                 state[sub] = 2
                 node = nodes[sub]
-                if node.edges is None:  # a node of this plan's own (the resolver's, say)
+                if node.edges is None:  # a node of this plan's own
                     node.edges = item.edges
                     node.inputs = item.inputs
                 post.append(sub)
+        if key not in state:  # the resolver itself, last
+            state[key] = 2
+            node = nodes[key]
+            if node.edges is None:
+                node.edges = found.edges
+                node.inputs = found.inputs
+            post.append(key)
         return True
 
     # -- the walk --------------------------------------------------------------------

@@ -85,8 +85,8 @@ class Closure:
     alone gives them. Shared by every plan the sub-graph is spliced into, so never
     changed (the compiler's `splice`)."""
     post: tuple[Expansion, ...]
-    """The expansion of every node (its key, provider, edges and inputs), the resolver
-    last: the walk's post-order."""
+    """The expansion of every node below the resolver (its key, provider, edges and
+    inputs), in the walk's post-order; the resolver's own comes after them."""
     values: tuple[Any, ...]
     """The framework value types the sub-graph takes, in order of first use."""
 
