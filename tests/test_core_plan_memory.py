@@ -225,3 +225,21 @@ async def test_generated_code_keeps_only_the_globals_it_reads() -> None:
             for _ in range(3):  # past the interpreted first calls: the generated code runs
                 assert await container.run(first, user_id="u") == 2 + 3 + 4
                 assert await container.run(second) == 2 + 3 + 4 + 2
+
+
+def test_generated_code_maps_its_lines_to_steps_in_a_flat_tuple() -> None:
+    """Which step each line of generated code runs (read only when something fails) is
+    kept as one flat tuple, ``(line, step, ...)``, in which every line is found."""
+    from resolvent._failures import line_step
+
+    first, _ = _handlers()
+    run = Container().compile(first).heat()
+    lines = run.__globals__["LINES"]
+    flat = lines[1]
+    assert type(flat) is tuple and len(flat) % 2 == 0 and flat
+    pairs = list(zip(flat[::2], flat[1::2], strict=True))
+    assert [line for line, _ in pairs] == sorted({line for line, _ in pairs})
+    for line, step in pairs:
+        assert line_step(lines, line) == step
+    assert line_step(lines, 0) == -1
+    assert line_step(lines, pairs[-1][0] + 1) == -1

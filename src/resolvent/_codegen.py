@@ -341,7 +341,7 @@ def generate(
     if not build:
         return source, None
     code_name = f"<resolvent plan {name} {variant} #{next(_counter)}>"
-    ns["LINES"] = (code_name, w.line_steps)
+    ns["LINES"] = (code_name, tuple(itertools.chain.from_iterable(w.line_steps.items())))
     code = compile(source, code_name, "exec", dont_inherit=True)
     if not entry:
         ns = _read_by(code, ns)

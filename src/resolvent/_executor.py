@@ -161,7 +161,9 @@ def timed_out(plan: Plan, timeout: float, cancelled: BaseException) -> CallTimeo
         elif code.co_filename.startswith("<resolvent plan "):  # generated code
             lines, owner = frame.f_globals.get("LINES"), frame.f_globals.get("PLAN")
             if lines is not None and owner and lines[0] == code.co_filename:
-                index = lines[1].get(tb.tb_lineno, -1)
+                from ._failures import line_step  # loaded with the generated code
+
+                index = line_step(lines, tb.tb_lineno)
                 running = [owner[0].step_at(index)] if index >= 0 else running
         tb = tb.tb_next
     told: list[tuple[str, str, str]] = []

@@ -54,22 +54,46 @@ def explain(
 def fail(
     exc: BaseException,
     plan: Plan,
-    lines: tuple[str, dict[int, int]],
+    lines: tuple[str, tuple[int, ...]],
     args: Mapping[str, Any],
     values: Mapping[Any, Any],
     call: CallLike | None = None,
     local: Any = None,
 ) -> BaseException:
-    """Map a failure inside generated code (*lines*: its code name, line -> step); if
-    it was a call's flight (see `Sharing`), land it (*local*: its variables)."""
-    code_name, line_steps = lines
+    """Map a failure inside generated code (*lines*: its code name and which step each
+    line runs, see `line_step`); if it was a call's flight (see `Sharing`), land it
+    (*local*: its variables)."""
+    code_name = lines[0]
     index = -1
     tb = exc.__traceback__
     while tb is not None:
         if tb.tb_frame.f_code.co_filename == code_name:
-            index = line_steps.get(tb.tb_lineno, index)
+            found = line_step(lines, tb.tb_lineno)
+            if found >= 0:
+                index = found
         tb = tb.tb_next
     error = explain(exc, plan, index, args, values)
     if call is not None and call.flight is plan:
         landed(call, plan, index, error, local)
     return error
+
+
+def line_step(lines: tuple[str, tuple[int, ...]], lineno: int) -> int:
+    """The step (its index) that line *lineno* of generated code runs, or -1.
+
+    *lines* is the code's name and its lines that run a step, flat and in order:
+    ``(line, step, line, step, ...)`` (a dict would cost a plan about twice as much,
+    for a look-up made only when something fails).
+    """
+    flat = lines[1]
+    low, high = 0, len(flat) // 2
+    while low < high:
+        middle = (low + high) // 2
+        line = flat[2 * middle]
+        if line == lineno:
+            return flat[2 * middle + 1]
+        if line < lineno:
+            low = middle + 1
+        else:
+            high = middle
+    return -1
