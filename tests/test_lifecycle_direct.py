@@ -192,3 +192,36 @@ async def test_a_call_that_succeeds_closes_every_resource_in_reverse_order(
             # ...and closed in reverse order of that, whatever it was
             closed = [f"closed {n}" for n in reversed(order) if n not in failing]
             assert events == opened + closed
+
+
+async def test_code_made_once_a_resource_is_known_plain_still_holds_one_that_is_not() -> None:
+    """A plan generated after a resource is known to hold no cancel scope (another plan
+    found out) sets it up in the caller's task without asking again; a resource not known
+    so, one that holds a task group across its ``yield``, still gets a task of its own."""
+    caller = anyio.get_current_task().id
+    where: list[tuple[str, bool]] = []
+
+    async def plain() -> AsyncIterator[str]:
+        where.append(("plain", anyio.get_current_task().id == caller))
+        yield "p"
+
+    async def grouped() -> AsyncIterator[str]:
+        where.append(("grouped", anyio.get_current_task().id == caller))
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(anyio.lowlevel.checkpoint)
+            yield "g"
+
+    async def first(p: Annotated[str, Resolve(plain)]) -> str:
+        return p
+
+    async def second(p: Annotated[str, Resolve(plain)], g: Annotated[str, Resolve(grouped)]) -> str:
+        return p + g
+
+    container = Container()
+    for _ in range(5):  # hot, and `plain` is known plain by now
+        assert await container.run(first) == "p"
+    assert container.compile(second).direct_fn is not None  # the generated set-up
+    for _ in range(5):
+        where.clear()
+        assert await container.run(second) == "pg"
+    assert sorted(where) == [("grouped", False), ("plain", True)]

@@ -18,7 +18,7 @@ from ._questions import QUESTION_KINDS, Answered, as_outcome
 from ._resources import enter, hold, open_resource, plain_cell
 from ._scopes import Scope
 from ._sharing import MISSING
-from ._shield import begin, outer_cancelled
+from ._shield import NO_SCOPE, begin, outer_cancelled
 from ._teardown import close_now, close_rest, settle
 
 if TYPE_CHECKING:
@@ -249,6 +249,7 @@ def generate(
         close_now=close_now,
         close_rest=close_rest,
         cancelled=outer_cancelled,
+        NO_SCOPE=NO_SCOPE,
         settle=settle,
         BODY=body,
     )
@@ -413,6 +414,7 @@ class _Function:
         self.variant, self.blocks, self.fused = variant, blocks, fused
         self.root_threaded = root_threaded
         self.direct = self.kept = False
+        self.holds = False  # whether a resource may go to a holder task (`hold`)
         self.order: tuple[str, ...] = ()
 
     def emit(self, header: str | None, local: Mapping[str, str] | None) -> None:
@@ -466,10 +468,15 @@ class _Function:
                 if direct:  # set up here; torn down by `close_now` below
                     r = f"r{step.index}"
                     pad = ""
-                    if step.kind is Kind.ASYNC_GENERATOR or step.kind is Kind.ASYNC_CONTEXT_MANAGER:
+                    held = (
+                        step.kind is Kind.ASYNC_GENERATOR or step.kind is Kind.ASYNC_CONTEXT_MANAGER
+                    )
+                    if held and not (plain := plain_cell(step))[0]:
                         # In this task once known to hold no cancel scope open, else in a
-                        # task of its own (see `resolvent._resources.hold`).
-                        k = w.const("P", plain_cell(step))
+                        # task of its own (see `resolvent._resources.hold`). A cell only
+                        # ever turns true: one already true needs no test in the code.
+                        self.holds = True
+                        k = w.const("P", plain)
                         body.append((f"if not {k}[0]:", step.index))
                         # The list `hold` adds a holder cancelled while opening to, made
                         # only for a call that holds one (see `_teardown` below).
@@ -515,7 +522,8 @@ class _Function:
             # As a call scope does (see `Exits`): a cancel scope entered below every
             # resource is shielded for the teardown, so a provider's own scopes are left
             # in order.
-            w.emit("    exits = ()")
+            if self.holds:
+                w.emit("    exits = ()")
             w.emit("    guard = begin()")
             w.emit("    try:")
         w.emit(f"{pad}try:")
@@ -581,7 +589,7 @@ class _Function:
         w.emit("        opened = []")
         for t, pair in zip(resources, pairs, strict=True):
             w.emit(f"        if 'v{t.index}' in here: opened.append({pair})")
-        w.emit("        exits = [*opened, *exits]")
+        w.emit("        exits = [*opened, *exits]" if self.holds else "        exits = opened")
         w.emit("        left = close_now(exits, exc, guard)")
         w.emit("        if left is not None: settle(exc, await left)")
         w.emit("        raise")
@@ -591,9 +599,17 @@ class _Function:
             # first step runs here; the call returns as soon as the last one is done,
             # and anything else (a finalizer that suspends or fails, a cancellation from
             # outside) goes on in `close_rest`.
-            w.emit("    if guard.__class__ is tuple:")
-            w.emit("        mark = guard[0]")
-            if len(resources) > 1:
+            # The head tests the first finalizer's case: no scope at the mark (the
+            # common case, no tuple to open), or a mark where no cancellation from
+            # outside is in effect. Anything else (a cancellation in effect, or the eager
+            # scope of a backend without the lazy shield) goes to `close_now`.
+            w.emit(
+                "    if guard is NO_SCOPE or guard.__class__ is tuple and not cancelled(guard[0]):"
+            )
+            many = len(resources) > 1
+            mark = "mark" if many else "guard[0]"
+            if many:
+                w.emit("        mark = guard[0]")
                 w.emit("        left = None")
             for n, t in enumerate(reversed(resources)):
                 r, st = f"r{t.index}", w.const("S", t)
@@ -602,22 +618,23 @@ class _Function:
                     f"[{', '.join(before)}]",
                     f"[{', '.join([*before, pairs[-n - 1]])}]",
                 )
-                pad = "    " * (2 + (n > 0))
-                if n:
+                pad = "    " * 2
+                if n:  # a finalizer before it may have cancelled the caller: test again
                     w.emit("        if left is None:")
+                    w.emit(f"            if {mark} is not None and cancelled({mark}):")
+                    w.emit(f"                left = close_rest({left_open}, None, {mark}, None)")
+                    w.emit("            else:")
+                    pad = "    " * 4
                 last = n == len(resources) - 1
-                w.emit(f"{pad}if mark is not None and cancelled(mark):")
-                w.emit(f"{pad}    left = close_rest({left_open}, None, mark, None)")
-                w.emit(f"{pad}else:")
-                w.emit(f"{pad}    finalizer = {r}.__anext__()")
-                w.emit(f"{pad}    try: pending = finalizer.send(None)")
-                w.emit(f"{pad}    except StopAsyncIteration: {'return ret' if last else 'pass'}")
-                w.emit(f"{pad}    except BaseException as error:")
+                w.emit(f"{pad}finalizer = {r}.__anext__()")
+                w.emit(f"{pad}try: pending = finalizer.send(None)")
+                w.emit(f"{pad}except StopAsyncIteration: {'return ret' if last else 'pass'}")
+                w.emit(f"{pad}except BaseException as error:")
                 started = f"({st}, {r}, None, error)"
-                w.emit(f"{pad}        left = close_rest({rest}, None, mark, {started})")
-                w.emit(f"{pad}    else:")
+                w.emit(f"{pad}    left = close_rest({rest}, None, {mark}, {started})")
+                w.emit(f"{pad}else:")
                 w.emit(
-                    f"{pad}        left = close_rest({rest}, None, mark, "
+                    f"{pad}    left = close_rest({rest}, None, {mark}, "
                     f"({st}, {r}, finalizer, pending))"
                 )
             w.emit("    else:")

@@ -36,11 +36,11 @@ from collections.abc import Generator
 from typing import Any
 from weakref import ref as _ref
 
-__all__ = ("available", "begin", "eager", "here", "insert", "outer_cancelled", "resume")
+__all__ = ("NO_SCOPE", "available", "begin", "eager", "here", "insert", "outer_cancelled", "resume")
 
 _backend: Any = None  # anyio's asyncio backend module, once checked
 _ok: bool | None = None  # whether the backend has the shape `insert` relies on
-_NO_SCOPE = (None,)  # the mark of a task in no anyio cancel scope
+NO_SCOPE = (None,)  # the mark of a task in no anyio cancel scope
 _last: tuple[Any, Any] = (None, None)  # the task `begin` last saw, and its anyio state
 _current_tasks: dict[Any, Any] = {}  # asyncio's running task by loop
 _states: dict[Any, Any] = {}  # anyio's task states, by weak reference to the task
@@ -99,10 +99,10 @@ def begin() -> Any:
     else:
         state = _states.get(_ref(task))
         if state is None:
-            return _NO_SCOPE
+            return NO_SCOPE
         _last = (task, state)
     scope = state.cancel_scope
-    return _NO_SCOPE if scope is None else (scope,)
+    return NO_SCOPE if scope is None else (scope,)
 
 
 def here() -> Any:
