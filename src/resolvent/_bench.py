@@ -168,7 +168,7 @@ class _Runner:
                 return _keyword_call(container.run, plan.fn, args)
             plan.heat()  # the steady state: the generated code, not the first calls
             start = container._start(plan)  # pyright: ignore[reportPrivateUsage]
-            return functools.partial(start, args, plan.fn)
+            return functools.partial(start, args)  # it calls plan.fn itself
         opener = self.session if self.session is not None else container
         options: dict[str, Any] = {}
         if self.mode == "interpreter":

@@ -168,11 +168,13 @@ def _root_call(
     names: tuple[str, ...],
     order: tuple[str, ...],
     local: Mapping[str, str] | None = None,
+    own_body: bool = False,
 ) -> tuple[str, str]:
     """The test, and the handler's arguments, for passing the call's arguments one by
     one when they are exactly its own (*names*): a ``**`` spread costs more than the
     rest of a one-resolver call. *order* is `positional` of the handler the plan was
-    compiled for (empty: by name), which the test checks *body* is. Anything else is
+    compiled for (empty: by name), which the test checks *body* is (unless *own_body*:
+    an entry's *body* is that handler). Anything else is
     spread as given (`_root_spread`), so a missing or unexpected argument fails in the
     handler's call as it would without a container. With *local* (an entry's exact
     call, checked on the way in) there is no test."""
@@ -182,7 +184,7 @@ def _root_call(
         named = [(n, f"args[{n!r}]") for n in names]
     named += [(i.name, _expr(w, i, at, root, local)) for i in inputs]
     call = _arguments(named, order)
-    tests = ["body is BODY"] if order else []
+    tests = ["body is BODY"] if order and not own_body else []
     tests += [f"len(args) == {len(names)}", *(f"{n!r} in args" for n in names)]
     return " and ".join(tests), call
 
@@ -206,16 +208,17 @@ def generate(
     *arguments* are the names of the function's own parameters, which the caller passes.
     A fourth, ``entry``, is what `Container.run` starts: ``run`` (or ``direct``, when
     the plan has CALL resources) for a call with no call scope, no framework values and
-    no session, which it does not take: ``entry(args, body)``, or ``entry(app, args,
-    body)`` for a plan with APP values (the container binds *app*). A fifth, ``kept``, is
+    no session, which it does not take: ``entry(args)``, or ``entry(app, args)`` for a
+    plan with APP values (the container binds *app*). It calls *body*, the plan's own
+    function, itself: whoever starts it has checked that this is the function it was
+    given (see `Container.run`). A fifth, ``kept``, is
     ``direct`` that leaves the CALL resources open: it takes, as *call*, the exits (a
     `Kept`) where it lists each one once open, and the caller closes them later (a web
     request's, after its response is sent), also when this function raises; it takes no
-    call scope, so it records no value for one to share. A call whose
-    arguments are exactly *arguments* and whose *body* is the given *body* (the plan's
-    function) reads them once into local variables; any other goes on in ``entry_any``,
-    the same code reading them from *args*, generated on the first such call (without
-    *body*, the entry is ``entry_any`` alone).
+    call scope, so it records no value for one to share. An entry's call whose
+    arguments are exactly *arguments* reads them once into local variables; any other
+    goes on in ``entry_any``, the same code reading them from *args*, generated on the
+    first such call.
     Resolvers, and the handler when it is *body*, are passed their values by position
     where their code takes them so (`positional`).
     Returns its source and, with *build*, the compiled function; a failure inside it is
@@ -223,7 +226,7 @@ def generate(
     """
     scopes = {s.scope for s in steps}
     call_resources = any(s.kind.is_resource and s.scope is Scope.CALL for s in steps)
-    entry = variant == "entry"
+    entry = variant == "entry" or variant == "entry_any"
     kept = variant == "kept"
     direct = variant == "direct" or kept or (entry and call_resources)
     w = _Writer()
@@ -232,8 +235,9 @@ def generate(
         assert Scope.SESSION not in scopes and all(
             i.source != "value" for i in (*inputs, *(i for s in steps for i in s.inputs))
         ), "an entry runs with no session and no framework values"
+        assert body is not None, "an entry calls the plan's own function"
         # What the other variants take as parameters: the same for every call.
-        ns.update(values=_NO_VALUES, call=None, session=None)
+        ns.update(values=_NO_VALUES, call=None, session=None, body=body)
     ns.update(
         MISSING=MISSING,
         Answered=Answered,
@@ -303,26 +307,26 @@ def generate(
     if not entry:
         context.emit(f"async def {variant}(args, values, call, app, session, body):", None)
     else:
+        # `body`, the plan's own function, is a global here (see above).
         app = "app, " if Scope.APP in scopes else ""
-        if body is None:
+        if variant == "entry_any":
             # Any call: the arguments read from *args* as given.
-            context.emit(f"async def entry_any({app}args, body):", None)
-            w.emit("entry = entry_any")
+            context.emit(f"async def entry_any({app}args):", None)
         else:
             # The call with exactly the handler's own arguments: each read once, here.
             # Any other goes on in `entry_any`, generated on the first such call (see
             # `_deferred`): most handlers are always called with the same arguments.
             local = {n: f"a{k}" for k, n in enumerate(arguments)}
-            w.emit(f"async def entry({app}args, body):")
-            other = f"return await entry_any({app}args, body)"
+            w.emit(f"async def entry({app}args):")
+            other = f"return await entry_any({app}args)"
             if arguments:
-                w.emit(f"    if len(args) != {len(arguments)} or body is not BODY: {other}")
+                w.emit(f"    if len(args) != {len(arguments)}: {other}")
                 w.emit("    try:")
                 for n, var in local.items():
                     w.emit(f"        {var} = args[{n!r}]")
                 w.emit(f"    except KeyError: {other}")
             else:
-                w.emit(f"    if args or body is not BODY: {other}")
+                w.emit(f"    if args: {other}")
             context.emit(None, local)
             ns["entry_any"] = _deferred(
                 ns,
@@ -334,8 +338,9 @@ def generate(
                     steps,
                     inputs,
                     arguments,
-                    variant,
+                    "entry_any",
                     root_threaded=root_threaded,
+                    body=body,
                 ),
             )
     source = "\n".join(w.lines) + "\n"
@@ -373,7 +378,7 @@ def _deferred(
     """An entry's ``entry_any``, generated by *make* on its first call, which then puts
     it in the entry's namespace *ns* in its own place."""
 
-    async def entry_any(*given: Any) -> Any:  # (app,) args, body
+    async def entry_any(*given: Any) -> Any:  # (app,) args
         function = make()[1]
         assert function is not None
         ns["entry_any"] = function
@@ -422,7 +427,7 @@ class _Function:
         direct, kept, fused, root_name = self.direct, self.kept, self.fused, self.name
         scopes = {s.scope for s in steps}
         call_resources = any(s.kind.is_resource and s.scope is Scope.CALL for s in steps)
-        entry = variant == "entry"
+        entry = variant == "entry" or variant == "entry_any"
         body: list[tuple[str, int]] = []
         for number, block in enumerate(self.blocks):
             first = block[0]
@@ -561,7 +566,7 @@ class _Function:
             else:
                 awaits = "await " if self.root_is_async else ""
                 test, named = _root_call(
-                    w, inputs, self.at, root_name, self.arguments, self.order, local
+                    w, inputs, self.at, root_name, self.arguments, self.order, local, entry
                 )
                 if local is not None and not direct:
                     w.emit(f"{pad}return {awaits}body({named})")

@@ -91,8 +91,10 @@ class Container:
     ) -> None:
         self._registry = Registry()
         self._warm: tuple[Callable[..., Any], ...] = tuple(warm)
-        # fn -> what `run` calls, as ``start(kwargs, fn)``, to start its checked plan
-        # (see `_start`); `_hot` is `_ready`, or nothing while an override block is open.
+        # fn -> what `run` calls, as ``start(kwargs)``, to start its checked plan (see
+        # `_start`), for a fn that calls what whatever equals it calls (see
+        # `PlanCache.remember`); `_hot` is `_ready`, or nothing while an override block
+        # is open.
         self._ready: dict[Any, Starter] = {}
         self._hot: dict[Any, Starter] = self._ready
         # Overrides live in a context variable: a block applies to the task that entered
@@ -351,13 +353,14 @@ class Container:
                 *fn* needs a SESSION value (use `session`) or a framework value (use
                 `call(values=...)`).
         """
-        # The hot path: one lookup (a dict's, not a method call), then the plan's entry.
-        # Anything else (a first call, an override block open) takes `_run`.
+        # The hot path: one lookup (a dict's, not a method call) and the plan's entry,
+        # started in the same expression. Anything else (a first call, an override
+        # block open, an unhashable callable object: TypeError) takes `_run`. A start
+        # only makes its coroutine: no error of the call itself can be caught here.
         try:
-            start = self._hot[fn]
-        except (KeyError, TypeError):  # TypeError: an unhashable callable object
-            start = self._run
-        return start(kwargs, fn)
+            return self._hot[fn](kwargs)
+        except (KeyError, TypeError):
+            return self._run(kwargs, fn)
 
     async def _run(self, kwargs: dict[str, Any], fn: Callable[..., Any]) -> Any:
         if self._overridden and self._override_var.get() is None:
@@ -367,24 +370,26 @@ class Container:
             except TypeError:  # an unhashable callable object
                 started = None
             if started is not None:
-                return await started(kwargs, fn)
+                return await started(kwargs)
+        # *fn* from here on is what its plan was compiled for: the plan's own function
+        # (a bound method or partial is split into it), or one equal to it that calls
+        # the same code (a bound method of the same object).
         fn, plan, kwargs = self._for_run(fn, kwargs)
         check_scopes(plan, self._app, None)
         if plan.value_types:
             refuse_values(plan)
         start = self._start(plan)
         if Scope.SESSION not in plan.scopes and plan.overrides is None:
-            with contextlib.suppress(TypeError):  # an unhashable callable object
-                self._plans.remember(fn, start)
-        return await start(kwargs, fn)
+            self._plans.remember(fn, start)
+        return await start(kwargs)
 
     def _start(self, plan: Plan, *, hot: bool = False) -> Starter:
-        """What `run` calls, as ``start(kwargs, fn)``, to start a checked *plan* with no
+        """What `run` calls, as ``start(kwargs)``, to start a checked *plan* with no
         SESSION step and no framework value: its generated ``entry`` (see `generate`),
         with no scope object, when the plan has no CALL resources or sets them all up
         and tears them down itself (see `direct_shape`); else the plan in a call scope.
         A plan still cold is interpreted for its first calls (see `_run_cold`), unless
-        *hot*."""
+        *hot*. Each calls the plan's own function (``plan.fn``)."""
         if self.concurrent or self.call_timeout is not None:
             return functools.partial(self._run_in_call, plan)
         if plan.needs_call and not direct_shape(plan.steps):
@@ -396,29 +401,27 @@ class Container:
         entry = plan.entry_fn
         return types.MethodType(entry, self._app) if Scope.APP in plan.scopes else entry
 
-    async def _run_cold(
-        self, plan: Plan, cell: list[Any], args: dict[str, Any], body: Callable[..., Any]
-    ) -> Any:
+    async def _run_cold(self, plan: Plan, cell: list[Any], args: dict[str, Any]) -> Any:
         """Start a plan that was cold when `run` first met it: its first `HOT_AFTER` calls
         through ``run_fn`` (interpreted while it is cold), then its generated entry, which
         `run` starts itself from then on. Only the entry is generated: a plan only `run`
         starts never needs ``run``'s own variant."""
+        body = plan.fn
         if cell[0] < HOT_AFTER:
             cell[0] += 1
             return await plan.run_fn(args, EMPTY, None, self._app, None, body)
         start = self._start(plan, hot=True)
         ready = self._ready
-        if ready.get(body) is cell[1]:  # *body* is what `run` was given: the key
-            ready[body] = start
-        return await start(args, body)
+        with contextlib.suppress(TypeError):  # an unhashable callable object
+            if ready.get(body) is cell[1]:  # the plan's function is `run`'s key
+                ready[body] = start
+        return await start(args)
 
-    async def _run_in_scope(
-        self, plan: Plan, args: dict[str, Any], body: Callable[..., Any]
-    ) -> Any:
+    async def _run_in_scope(self, plan: Plan, args: dict[str, Any]) -> Any:
         async with Call(self, None, None, None, False, False, None, None) as scope:
-            return await plan.run_fn(args, EMPTY, scope, self._app, None, body)
+            return await plan.run_fn(args, EMPTY, scope, self._app, None, plan.fn)
 
-    async def _run_in_call(self, plan: Plan, args: dict[str, Any], body: Callable[..., Any]) -> Any:
+    async def _run_in_call(self, plan: Plan, args: dict[str, Any]) -> Any:
         # Branches run concurrently, or under a deadline: in a call scope of its own.
         async with self.call() as call:
             return await call.run(plan, **args)

@@ -116,7 +116,7 @@ A C-level getter, cheap enough for an integration's per-call path."""
 def ready_table(container: Container) -> dict[Any, Starter]:
     """*container*'s table of checked plans that start with no scope object.
 
-    `Container.run` reads it by function (its entries take ``(kwargs, fn)``); an
+    `Container.run` reads it by function (its entries take ``(kwargs)``); an
     integration may keep its own entries in it, keyed by an object of its own, and look
     its key up once per call. The container empties it
     whenever an entry may be wrong (a new provider or value type, ``concurrent`` or

@@ -32,7 +32,7 @@ _MAX_OVERRIDE_PLANS = 1_000
 
 Starter = Callable[..., Coroutine[Any, Any, Any]]
 """What starts a checked plan from the ready table: `Container.run` calls its own entries as
-``start(kwargs, fn)``; an integration's entries, keyed by an object of its own, take what
+``start(kwargs)``; an integration's entries, keyed by an object of its own, take what
 that integration passes."""
 
 
@@ -181,11 +181,23 @@ class PlanCache:
 
     def remember(self, fn: Any, start: Starter) -> None:
         """Let `run` start *fn*'s checked plan with *start* from now on (bounded: a miss
-        costs only a look-up)."""
+        costs only a look-up), if whatever equals *fn* calls what *fn* calls.
+
+        *start* calls the plan's own function, not the one `run` is given: so only a
+        *fn* that equals nothing but itself (a function, a class, an object without an
+        ``__eq__`` of its own), or a bound method (equal only to one of the same function
+        and object), is a key; any other, and an unhashable one, takes `run`'s slow path
+        on every call."""
+        equals: Any = type(fn).__eq__
+        if equals is not object.__eq__ and type(fn) is not types.MethodType:
+            return
         ready = self.ready
-        if len(ready) >= _MAX_PLANS and fn not in ready:
-            del ready[next(iter(ready))]
-        ready[fn] = start
+        try:
+            if len(ready) >= _MAX_PLANS and fn not in ready:
+                del ready[next(iter(ready))]
+            ready[fn] = start
+        except TypeError:  # an unhashable callable object
+            pass
 
     def for_start(self, targets: tuple[Callable[..., Any], ...]) -> Plan:
         """Compile *targets* as the parameters of one function and check they are APP."""

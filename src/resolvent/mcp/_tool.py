@@ -169,7 +169,8 @@ class _Tool:
         self.takes_ctx = Context in plan.value_types or self.asks or self.uses_session
         # A tool that needs no framework value, asks nothing and has no SESSION values
         # starts, once checked, as `Container.run` starts a plan: its generated entry
-        # (``entry(kwargs, body)``); its wrapper is made for that, once.
+        # (``entry(kwargs)``, which calls the plan's function: this tool's, as compiled
+        # for it); its wrapper is made for that, once.
         self.bare = self.bare_plan
         # What `run` last made ready, and for which plan (an override's is never).
         self.ready_start: Callable[..., Any] | None = None
@@ -205,7 +206,7 @@ class _Tool:
     def _ready_start(self) -> Callable[..., Any] | None:
         """What the wrapper's hot path starts for the current plan (checked by `run`):
         ``start(kwargs, values, call, app, session, body)``, or for a `bare` tool
-        ``start(kwargs, body)``; None if the wrapper cannot start this plan itself."""
+        ``start(kwargs)``; None if the wrapper cannot start this plan itself."""
         if not self.bare:
             return self.start
         if not self.bare_plan:  # recompiled (a new provider) into a plan that takes values
@@ -217,9 +218,9 @@ class _Tool:
             return MethodType(plan.entry_fn, app_scope(self.container))
         return plan.entry_fn
 
-    async def _cold(self, start: Callable[..., Any], kwargs: dict[str, Any], body: Any) -> Any:
+    async def _cold(self, start: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         """A `bare` tool's start while its plan is interpreted (its first calls)."""
-        return await start(kwargs, _NO_VALUES, None, app_scope(self.container), None, body)
+        return await start(kwargs, _NO_VALUES, None, app_scope(self.container), None, self.fn)
 
     def _make_wrapper(self, plan: Plan) -> Callable[..., Awaitable[Any]]:
         fn = self.fn
@@ -252,7 +253,7 @@ class _Tool:
                 return await run(kwargs)
             # The hot path of a tool that takes nothing from the request (see `bare`).
             try:
-                result = await start(kwargs, body)
+                result = await start(kwargs)
             except StateError as exc:
                 raise state_refusal(None, tool.plan, exc) from None
             try:
