@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import datetime
 import functools
+import logging
 import os
 import platform
 import subprocess
@@ -283,8 +284,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
+def quiet_http_clients() -> None:
+    """Keep httpx from logging each request. Constructing an MCPServer (the MCP scenarios
+    do) sets the root logger to INFO with a rich handler; after that every request of the
+    FastAPI route (through ``httpx.ASGITransport``) printed a formatted log line inside the
+    timed loop, the same cost for every implementation, which pulled all their ratios
+    toward 1 (a run with ``--only FastAPI`` alone logged nothing)."""
+    for name in ("httpx", "httpx2"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
+    quiet_http_clients()
     data = asyncio.run(run(args))
     stem = "quick" if args.quick else "latest"
     json_path = args.json or RESULTS / f"{stem}.json"
