@@ -63,6 +63,18 @@ class Kind(_EnumBody):
         return self in (Kind.ASYNC, Kind.ASYNC_GENERATOR, Kind.ASYNC_CONTEXT_MANAGER)
 
 
+# `_simple_enum` leaves each member behind a descriptor (`enum.property`) in the class,
+# so every `Kind.ASYNC_GENERATOR` in code that runs per call (a teardown, a resource's
+# set-up) would be a Python call; the class statement stores the members themselves.
+# Stored so here too (past EnumType's guard against reassigning a member).
+def _store_members(cls: type[Kind]) -> None:
+    for member in tuple(cls):
+        if vars(cls).get(member.name) is not member:
+            type.__setattr__(cls, member.name, member)
+
+
+_store_members(Kind)
+
 _PLAIN = (Kind.ASYNC, Kind.SYNC)  # the kinds that are not resources
 
 
