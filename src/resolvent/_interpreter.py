@@ -65,15 +65,20 @@ def _kwargs(
                 return None
             kwargs[item.name] = _consume(value, item, consumer)
         elif item.source == "arg":
-            if item.arg in args:
-                kwargs[item.name] = args[item.arg]
-            elif item.default is not NO_DEFAULT:
-                kwargs[item.name] = item.default
-            else:
-                raise KeyError(item.arg)
+            kwargs[item.name] = _argument(item, args)
         else:
             kwargs[item.name] = values[item.value_type]
     return kwargs
+
+
+def _argument(item: Input, args: Mapping[str, Any]) -> Any:
+    """The call argument *item* reads, else its default; a KeyError names a missing one
+    (`explain` turns it into advice)."""
+    if item.arg in args:
+        return args[item.arg]
+    if item.default is not NO_DEFAULT:
+        return item.default
+    raise KeyError(item.arg)
 
 
 async def run_step(
@@ -210,12 +215,7 @@ async def interpret_alone(
                         value = _consume(value, item, step.name)
                     kwargs[item.name] = value
                 elif item.source == "arg":
-                    if item.arg in args:
-                        kwargs[item.name] = args[item.arg]
-                    elif item.default is not NO_DEFAULT:
-                        kwargs[item.name] = item.default
-                    else:
-                        raise KeyError(item.arg)
+                    kwargs[item.name] = _argument(item, args)
                 else:
                     kwargs[item.name] = values[item.value_type]
             scope = step.scope
