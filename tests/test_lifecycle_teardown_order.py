@@ -187,6 +187,36 @@ async def call_on(runner: Container | Session, handler: Callable[..., Any], mode
         return (await call.resolve(handler)).popitem()[1]
 
 
+def slow_and_fast_tools(
+    server: MCPServer,
+    container: Container,
+    slow: Callable[[Scope], Any],
+    fast: Callable[[Scope], Any],
+) -> None:
+    """Two tools of *server*: ``slow_ones`` takes the APP and SESSION resources *slow*
+    makes, ``fast_ones`` those *fast* makes (each resource's value, joined)."""
+    slow_app, fast_app, slow_session, fast_session = (
+        slow(Scope.APP),
+        fast(Scope.APP),
+        slow(Scope.SESSION),
+        fast(Scope.SESSION),
+    )
+
+    @server.tool()
+    @inject(container)
+    async def slow_ones(
+        x: Annotated[str, Resolve(slow_app)], y: Annotated[str, Resolve(slow_session)]
+    ) -> str:
+        return x + y
+
+    @server.tool()
+    @inject(container)
+    async def fast_ones(
+        x: Annotated[str, Resolve(fast_app)], y: Annotated[str, Resolve(fast_session)]
+    ) -> str:
+        return x + y
+
+
 async def test_an_mcp_tools_resources_close_in_reverse_order_of_their_set_up() -> None:
     """A tool of a concurrent container, called through the SDK's in-memory client:
     its CALL resources, set up at once, and SESSION and APP ones opened by two
@@ -228,26 +258,7 @@ async def test_an_mcp_tools_resources_close_in_reverse_order_of_their_set_up() -
         provider.__name__ = provider.__qualname__ = f"fast_{scope.name.lower()}"
         return container.provider(scope=scope)(provider)
 
-    slow_app, fast_app, slow_session, fast_session = (
-        slow(Scope.APP),
-        fast(Scope.APP),
-        slow(Scope.SESSION),
-        fast(Scope.SESSION),
-    )
-
-    @server.tool()
-    @inject(container)
-    async def slow_ones(
-        x: Annotated[str, Resolve(slow_app)], y: Annotated[str, Resolve(slow_session)]
-    ) -> str:
-        return x + y
-
-    @server.tool()
-    @inject(container)
-    async def fast_ones(
-        x: Annotated[str, Resolve(fast_app)], y: Annotated[str, Resolve(fast_session)]
-    ) -> str:
-        return x + y
+    slow_and_fast_tools(server, container, slow, fast)
 
     async with client(server, "legacy") as session:
         for _ in range(RACES):
@@ -552,26 +563,7 @@ async def test_an_mcp_tools_sync_resources_close_in_reverse_order_of_their_set_u
         provider = sync_resource(f"fast_{scope.name.lower()}", shared[scope], manager=True)
         return container.provider(scope=scope)(provider)
 
-    slow_app, fast_app, slow_session, fast_session = (
-        slow(Scope.APP),
-        fast(Scope.APP),
-        slow(Scope.SESSION),
-        fast(Scope.SESSION),
-    )
-
-    @server.tool()
-    @inject(container)
-    async def slow_ones(
-        x: Annotated[str, Resolve(slow_app)], y: Annotated[str, Resolve(slow_session)]
-    ) -> str:
-        return x + y
-
-    @server.tool()
-    @inject(container)
-    async def fast_ones(
-        x: Annotated[str, Resolve(fast_app)], y: Annotated[str, Resolve(fast_session)]
-    ) -> str:
-        return x + y
+    slow_and_fast_tools(server, container, slow, fast)
 
     async with client(server, "legacy") as session:
         for _ in range(3):
