@@ -167,14 +167,21 @@ async def test_shared_resources_opened_by_concurrent_calls_close_in_reverse_orde
             group.start_soon(second)
         events.append("calls done")
 
+    await on_app_or_session(container, scope, both)
+    assert events[:3] == ["open b", "open a", "calls done"]
+    assert closed_in_reverse(events) == ["b", "a"]
+
+
+async def on_app_or_session(
+    container: Container, scope: Scope, both: Callable[[Container | Session], Any]
+) -> None:
+    """With *container* open, await *both* on it (APP) or on a session of it (SESSION)."""
     async with container:
         if scope is Scope.SESSION:
             async with container.session() as session:
                 await both(session)
         else:
             await both(container)
-    assert events[:3] == ["open b", "open a", "calls done"]
-    assert closed_in_reverse(events) == ["b", "a"]
 
 
 async def call_on(runner: Container | Session, handler: Callable[..., Any], mode: str) -> Any:
@@ -454,12 +461,7 @@ async def test_sync_shared_resources_opened_by_concurrent_calls_close_in_reverse
                 group.start_soon(second)
         events.append("calls done")
 
-    async with container:
-        if scope is Scope.SESSION:
-            async with container.session() as session:
-                await both(session)
-        else:
-            await both(container)
+    await on_app_or_session(container, scope, both)
     assert events[:3] == ["open b", "open a", "calls done"]
     assert closed_in_reverse(events) == ["b", "a"]
 
