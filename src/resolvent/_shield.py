@@ -41,7 +41,9 @@ __all__ = ("NO_SCOPE", "available", "begin", "eager", "here", "insert", "outer_c
 _backend: Any = None  # anyio's asyncio backend module, once checked
 _ok: bool | None = None  # whether the backend has the shape `insert` relies on
 NO_SCOPE = (None,)  # the mark of a task in no anyio cancel scope
-_last: tuple[Any, Any] = (None, None)  # the task `begin` last saw, and its anyio state
+# The task `begin` last saw, its anyio state (None while it has none) and the weak
+# reference to look that state up by: made once per task, not per call.
+_last: tuple[Any, Any, Any] = (None, None, None)
 _current_tasks: dict[Any, Any] = {}  # asyncio's running task by loop
 _states: dict[Any, Any] = {}  # anyio's task states, by weak reference to the task
 _get_ident = threading.get_ident
@@ -94,13 +96,19 @@ def begin() -> Any:
             return _begin_other()
     task = _current_tasks[loop]
     last = _last
-    if last[0] is task:  # a task keeps its anyio state object for as long as it runs
-        state = last[1]
-    else:
-        state = _states.get(_ref(task))
+    if last[0] is not task:
+        key = _ref(task)
+        state = _states.get(key)
+        _last = (task, state, key)
         if state is None:
             return NO_SCOPE
-        _last = (task, state)
+    else:
+        state = last[1]  # a task keeps its anyio state object for as long as it runs
+        if state is None:  # it had none: anyio makes one when it first enters a scope
+            state = _states.get(last[2])
+            if state is None:
+                return NO_SCOPE
+            _last = (task, state, last[2])
     scope = state.cancel_scope
     return NO_SCOPE if scope is None else (scope,)
 
