@@ -243,3 +243,38 @@ def test_generated_code_maps_its_lines_to_steps_in_a_flat_tuple() -> None:
         assert line_step(lines, line) == step
     assert line_step(lines, 0) == -1
     assert line_step(lines, pairs[-1][0] + 1) == -1
+
+
+def _codes(code: types.CodeType) -> list[types.CodeType]:
+    """*code* and the code defined in it."""
+    found = [code]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found += _codes(const)
+    return found
+
+
+def test_generated_code_keeps_the_line_of_each_instruction_and_no_columns() -> None:
+    """Generated code maps a failure to its step by line: it keeps each instruction's
+    line, as compiling its source gives it, and no column range (a traceback shows no
+    source line of it to point into)."""
+    first, _ = _handlers()
+    plan = Container().compile(first)
+    for variant, function in (("run", plan.heat()), ("resolve", plan.resolve_fn)):
+        module = compile(plan.code.source(plan, variant), "<source>", "exec")
+        fresh = {c.co_name: c for c in _codes(module)}
+        kept = [function.__code__]
+        kept += [
+            f.__code__
+            for f in function.__globals__.values()
+            if isinstance(f, types.FunctionType)
+            and f.__code__.co_filename == function.__code__.co_filename
+            and f is not function
+        ]
+        assert len(kept) == 2  # the plan's function and its worker-thread block
+        for code in (c for k in kept for c in _codes(k)):
+            positions = list(code.co_positions())
+            assert len(positions) == len(code.co_code) // 2
+            assert all(start is None and end is None for _, _, start, end in positions)
+            expected = [line for line, *_ in fresh[code.co_name].co_positions()]
+            assert [line for line, *_ in positions] == expected
