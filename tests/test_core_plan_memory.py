@@ -278,3 +278,15 @@ def test_generated_code_keeps_the_line_of_each_instruction_and_no_columns() -> N
             assert all(start is None and end is None for _, _, start, end in positions)
             expected = [line for line, *_ in fresh[code.co_name].co_positions()]
             assert [line for line, *_ in positions] == expected
+
+
+def test_an_expansion_whose_inputs_are_its_edges_keeps_one_tuple() -> None:
+    """A resolver whose every input is another resolver's value keeps its edges as its
+    inputs: the same tuple, not an equal copy."""
+    first, _ = _handlers()
+    container = Container()
+    container.compile(first)
+    memo = container._registry.expansions
+    for fn in (left, right, opened, top):
+        expansion = memo[resolver_key(fn)]
+        assert expansion.edges and expansion.inputs is expansion.edges

@@ -219,10 +219,12 @@ class _Compiler:
             if len(memo) >= 4096:
                 memo.clear()
             children = tuple(self.nodes[c].provider for _, c in edges)
+            kept = tuple(edges)
             # This plan holds the inputs the memo holds: its step is the one later plans
-            # share (`build` knows a shared step by its inputs).
-            node.inputs = shared = tuple(inputs)
-            memo[key] = Expansion(key, node.provider, tuple(edges), children, shared, tuple(values))
+            # share (`build` knows a shared step by its inputs). Inputs that are all
+            # resolver edges are the edges, the same tuple.
+            node.inputs = shared = kept if len(inputs) == len(edges) else tuple(inputs)
+            memo[key] = Expansion(key, node.provider, kept, children, shared, tuple(values))
         return edges
 
     def _replay(self, node: _Node, found: Expansion) -> Sequence[tuple[Param, Hashable]]:
