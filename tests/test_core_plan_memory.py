@@ -290,3 +290,26 @@ def test_an_expansion_whose_inputs_are_its_edges_keeps_one_tuple() -> None:
     for fn in (left, right, opened, top):
         expansion = memo[resolver_key(fn)]
         assert expansion.edges and expansion.inputs is expansion.edges
+
+
+def test_a_plan_that_takes_shared_steps_tells_resources_and_threads_from_them() -> None:
+    """The registry keeps no flag a step already tells: a plan built from the steps
+    earlier plans made finds the CALL resource and the worker-thread step in them."""
+    from resolvent._compiler import NO_OVERRIDES, build_graph
+
+    first, second = _handlers()
+    container = Container()
+    registry = container._registry
+    made = build_graph(first, registry, NO_OVERRIDES, ())
+    taken = build_graph(second, registry, NO_OVERRIDES, ())
+    assert all(s is registry.expansions[s.key].step for s in taken.steps)
+    assert made.call_resources and made.call_threads
+    assert taken.call_resources and taken.call_threads
+
+    async def only_left(x: Annotated[int, Resolve(left)]) -> int:
+        return x
+
+    plain = build_graph(only_left, registry, NO_OVERRIDES, ())
+    assert not (plain.call_resources or plain.call_threads)
+    expansion = registry.expansions[resolver_key(right)]
+    assert not {"resource", "threads"} & set(type(expansion).__slots__)

@@ -451,9 +451,11 @@ class _Compiler:
             if expansion is not None and expansion.provider is provider:
                 like = expansion.step  # None until a plan built it
                 if like is not None and expansion.inputs is node.inputs and not overridden:
-                    scopes.add(like.scope)
-                    call_resources = call_resources or expansion.resource
-                    call_threads = call_threads or expansion.threads
+                    scope = like.scope
+                    scopes.add(scope)
+                    if scope is _CALL:  # what the step says, as below
+                        call_resources = call_resources or like.kind not in _PLAIN
+                        call_threads = call_threads or (like.kind is _SYNC and not like.inline)
                     step = like
                     if step.may_ask:
                         step = _asking(step, wire_seen, step.wire_key, node.param)
@@ -496,12 +498,9 @@ class _Compiler:
                 # Only a step that may ask has a wire key (its questions carry it).
                 base = _wire_base(fn) if may_ask else ""
             scopes.add(scope)
-            resource = threads = False
             if scope is _CALL:
-                resource = kind.is_resource
-                threads = kind is _SYNC and not provider.inline
-                call_resources = call_resources or resource
-                call_threads = call_threads or threads
+                call_resources = call_resources or kind.is_resource
+                call_threads = call_threads or (kind is _SYNC and not provider.inline)
             slot = slots.get(key)
             if slot is None:
                 slot = registry.new_slot(key)
@@ -530,7 +529,7 @@ class _Compiler:
             ):
                 # Its inputs are its resolver's checked expansion, the same object in
                 # every plan that reads it so: later plans take this step.
-                expansion.step, expansion.resource, expansion.threads = step, resource, threads
+                expansion.step = step
             if may_ask:
                 step = _asking(step, wire_seen, base, node.param)
             steps.append(step)
@@ -603,6 +602,7 @@ cache is."""
 _NO_TAINT: frozenset[int] = frozenset()
 _CALL = Scope.CALL  # read per step: a module global, not an enum class attribute
 _SYNC = Kind.SYNC
+_PLAIN = frozenset(k for k in Kind if not k.is_resource)
 
 
 def _scope_set(scopes: set[Scope]) -> frozenset[Scope]:

@@ -65,9 +65,8 @@ class Expansion:
     step: Any = None
     """The resolver's step, once a plan without overrides built it: every later plan
     without overrides that reaches this expansion takes it as it is; a plan whose node
-    has the same reading and other inputs copies it (the compiler's `build`)."""
-    resource: bool = False  # the step is a CALL resource
-    threads: bool = False  # the step is a CALL step run in a worker thread
+    has the same reading and other inputs copies it (the compiler's `build`), and
+    tells from it whether it is a CALL resource or runs in a worker thread."""
 
 
 @record(eq=False)
