@@ -313,3 +313,20 @@ def test_a_plan_that_takes_shared_steps_tells_resources_and_threads_from_them() 
     assert not (plain.call_resources or plain.call_threads)
     expansion = registry.expansions[resolver_key(right)]
     assert not {"resource", "threads"} & set(type(expansion).__slots__)
+
+
+def test_a_provider_keeps_its_reading_and_how_it_lives_only() -> None:
+    """What the registry keeps beside a resolver's reading is its scope and whether it
+    runs inline; whether it was registered is the registry's tables' to say."""
+    from resolvent import Scope
+    from resolvent._registry import Provider
+
+    container = Container()
+    container.provide(leaf, scope=Scope.APP)
+    first, _ = _handlers()
+    container.compile(first)
+    registry = container._registry
+    for provider in (registry.get(leaf), registry.implicit(left)):
+        assert provider is not None
+        assert type(provider) is Provider and Provider.__slots__ == ("info", "scope", "inline")
+    assert registry.get(left) is None

@@ -146,7 +146,6 @@ class _Compiler:
                 read(replacement),
                 original.scope,
                 original.inline or is_inline(replacement),
-                registered=False,
             )
             replaces, key = key, existing
         else:

@@ -43,7 +43,6 @@ class Provider:
     info: FunctionInfo
     scope: Scope
     inline: bool
-    registered: bool
 
     @property
     def fn(self) -> Callable[..., Any]:
@@ -143,7 +142,7 @@ class Registry:
             raise TypeError(f"scope must be a resolvent.Scope, not {scope!r}")
         info = read(fn)
         info.needs_return()  # found by type, checked, classified: a provider's is needed
-        provider = Provider(info, scope, inline or is_inline(fn), registered=True)
+        provider = Provider(info, scope, inline or is_inline(fn))
         key = resolver_key(fn)
         old = self.by_key.get(key)
         if old is not None:
@@ -209,7 +208,7 @@ class Registry:
         cached = readings.get(key)
         if cached is not None and cached.inline == inline and cached.scope is scope:
             return cached
-        provider = Provider(read_function(fn), scope, inline=inline, registered=False)
+        provider = Provider(read_function(fn), scope, inline)
         if len(readings) >= _MAX_READINGS:
             del readings[next(iter(readings))]
         readings[key] = provider
