@@ -330,3 +330,25 @@ def test_a_provider_keeps_its_reading_and_how_it_lives_only() -> None:
         assert provider is not None
         assert type(provider) is Provider and Provider.__slots__ == ("info", "scope", "inline")
     assert registry.get(left) is None
+
+
+def test_plans_share_the_input_of_a_call_argument_without_default() -> None:
+    """A resolver's input of a call argument is a value, as a step's is: every plan
+    shares the one for an argument name with no default."""
+
+    async def reads(user_id: str) -> str:
+        return user_id
+
+    async def defaulted(user_id: str = "anonymous") -> str:
+        return user_id
+
+    async def first(u: Annotated[str, Resolve(reads)], user_id: str) -> str:
+        return u
+
+    async def second(u: Annotated[str, Resolve(defaulted)], user_id: str) -> str:
+        return u
+
+    a, b = Container().compile(first), Container().compile(first)
+    assert a.steps[0].inputs[0] is b.steps[0].inputs[0]
+    c = Container().compile(second)
+    assert c.steps[0].inputs[0].default == "anonymous"

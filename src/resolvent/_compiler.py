@@ -207,7 +207,7 @@ class _Compiler:
                 default = (
                     root_param.default if root_param.default is not NO_DEFAULT else param.default
                 )
-                inputs.append(Input(param.name, "arg", arg=param.name, default=default))
+                inputs.append(_arg_input(param.name, default))
                 continue
             if param.default is not NO_DEFAULT:
                 continue
@@ -593,6 +593,20 @@ def _inputs(
     return tuple(made)
 
 
+def _arg_input(name: str, default: Any) -> Input:
+    """The input of the call argument *name*: one that has no default is a value every
+    plan shares, as a step's input is."""
+    if default is not NO_DEFAULT:
+        return Input(name, "arg", arg=name, default=default)
+    found = _ARG_INPUTS.get(name)
+    if found is None:
+        if len(_ARG_INPUTS) >= _MAX_BASES:
+            _ARG_INPUTS.clear()
+        found = _ARG_INPUTS[name] = Input(name, "arg", arg=name)
+    return found
+
+
+_ARG_INPUTS: dict[str, Input] = {}
 _STEP_INPUTS: dict[tuple[str, int], Input] = {}
 _MAX_BASES = 4096
 """Entries a compile cache keeps (shared inputs): bounded, as the plan
