@@ -352,3 +352,17 @@ def test_plans_share_the_input_of_a_call_argument_without_default() -> None:
     assert a.steps[0].inputs[0] is b.steps[0].inputs[0]
     c = Container().compile(second)
     assert c.steps[0].inputs[0].default == "anonymous"
+
+
+async def test_a_reading_notes_no_keyword_catch_all() -> None:
+    """A resolver's ``**kwargs`` is given nothing, so its reading keeps no note of it:
+    the same fields as any other function's."""
+    from resolvent._signature import FunctionInfo, read_function
+
+    async def open_ended(a: Annotated[int, Resolve(leaf)], **rest: Any) -> int:
+        return a + len(rest)
+
+    info = read_function(open_ended)
+    assert [p.name for p in info.params] == ["a"]
+    assert not {"varkw", "rest"} & set(FunctionInfo.__slots__)
+    assert await Container().run(open_ended) == 1

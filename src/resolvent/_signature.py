@@ -79,7 +79,6 @@ class FunctionInfo:
     kind: Kind
     provides: Any
     may_ask: bool
-    varkw: bool
     awaits: bool = False
     """Calling it returns an awaitable: an async function, or an async factory of a
     context manager (awaited first, then entered)."""
@@ -339,12 +338,10 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
         returns = NO_DEFAULT  # unknown: needed only if fn is used as a resolver
     refuse_bare_wrapper(fn, returns)
     params: list[Param] = []
-    varkw = False
     for p_name, p_kind, p_default in _parameters(fn, name):
         annotation = hints.get(p_name, NO_DEFAULT)
         if p_kind is _VAR_KEYWORD:
-            varkw = True
-            continue
+            continue  # given nothing: resolvent passes only the parameters it reads
         if p_default is not NO_DEFAULT and (_is_marker(p_default) or _is_marker_class(p_default)):
             raise InvalidSignature(
                 f"parameter {p_name!r} of {name} has the marker {p_default!r} as its default; "
@@ -421,7 +418,6 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
         kind,
         provides,
         may_ask,
-        varkw,
         awaits,
         asks,
         unresolved.get("return"),
