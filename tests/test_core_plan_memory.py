@@ -366,3 +366,20 @@ async def test_a_reading_notes_no_keyword_catch_all() -> None:
     assert [p.name for p in info.params] == ["a"]
     assert not {"varkw", "rest"} & set(FunctionInfo.__slots__)
     assert await Container().run(open_ended) == 1
+
+
+def test_generated_code_holds_its_plan_in_a_tuple() -> None:
+    """Code generated for a plan that exists (a cold plan's, turning hot; a ``resolve``
+    variant) holds it as ``PLAN[0]`` in a 1-tuple: no list, which only code generated
+    before its plan is made needs, to fill later."""
+
+    async def cold(x: Annotated[int, Resolve(left)]) -> int:
+        return x
+
+    first, _ = _handlers()
+    container = Container()
+    plan = container.compile(cold)
+    hot = container.compile(first)
+    for function in (plan.heat(), plan.resolve_fn, hot.resolve_fn):
+        held = function.__globals__["PLAN"]
+        assert type(held) is tuple and held in ((plan,), (hot,))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import itertools
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -190,7 +190,7 @@ def _root_call(
 
 
 def generate(
-    plan_ref: list[Any],
+    plan_ref: Sequence[Any],
     name: str,
     root_is_async: bool,
     steps: tuple[Step, ...],

@@ -121,7 +121,7 @@ def _generate(plan: Plan, variant: str, *, build: bool) -> tuple[str, Callable[.
     from ._codegen import generate  # loaded with the first plan that turns hot
 
     return generate(
-        [plan],
+        (plan,),  # what the code reads as PLAN[0]; the plan exists: no list to fill later
         plan.name,
         plan.fn_is_async,
         plan.steps,
