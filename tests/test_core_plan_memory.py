@@ -383,3 +383,30 @@ def test_generated_code_holds_its_plan_in_a_tuple() -> None:
     for function in (plan.heat(), plan.resolve_fn, hot.resolve_fn):
         held = function.__globals__["PLAN"]
         assert type(held) is tuple and held in ((plan,), (hot,))
+
+
+async def test_an_expansion_keeps_no_reading_its_children_keep() -> None:
+    """A shared expansion names its children by key: the reading of each is the one its
+    own expansion holds, or, for a child that reads a call argument (and has none), the
+    one the walk finds; a later plan over it runs the same."""
+
+    async def current(user_id: str) -> str:
+        return user_id.upper()
+
+    async def greet(u: Annotated[str, Resolve(current)], a: Annotated[int, Resolve(leaf)]) -> str:
+        return f"hi {u} {a}"
+
+    async def first(g: Annotated[str, Resolve(greet)], user_id: str) -> str:
+        return g
+
+    async def second(g: Annotated[str, Resolve(greet)], user_id: str) -> str:
+        return g + "!"
+
+    container = Container()
+    a, b = container.compile(first), container.compile(second)
+    memo = container._registry.expansions
+    assert resolver_key(current) not in memo
+    assert "children" not in type(memo[resolver_key(greet)]).__slots__
+    assert [s.fn for s in b.steps] == [s.fn for s in a.steps]
+    assert await container.run(first, user_id="ann") == "hi ANN 1"
+    assert await container.run(second, user_id="bob") == "hi BOB 1!"

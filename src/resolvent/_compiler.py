@@ -217,24 +217,33 @@ class _Compiler:
         if memo is not None and not any(self.nodes[c].replaced is not None for _, c in edges):
             if len(memo) >= 4096:
                 memo.clear()
-            children = tuple(self.nodes[c].provider for _, c in edges)
             kept = tuple(edges)
             # This plan holds the inputs the memo holds: its step is the one later plans
             # share (`build` knows a shared step by its inputs). Inputs that are all
             # resolver edges are the edges, the same tuple.
             node.inputs = shared = kept if len(inputs) == len(edges) else tuple(inputs)
-            memo[key] = Expansion(key, node.provider, kept, children, shared, tuple(values))
+            memo[key] = Expansion(key, node.provider, kept, shared, tuple(values))
         return edges
 
     def _replay(self, node: _Node, found: Expansion) -> Sequence[tuple[Param, Hashable]]:
         """*node*'s expansion as an earlier plan checked it: the same edges and inputs
-        (shared, never changed), children created where this plan has not met them yet."""
-        edges, children, inputs, values = found.edges, found.children, found.inputs, found.values
+        (shared, never changed), children created where this plan has not met them yet,
+        with the reading their own shared expansion holds (a child that has none, one
+        reading a call argument, is read as the walk reads it)."""
+        edges, inputs, values = found.edges, found.inputs, found.values
         nodes = self.nodes
+        memo = self.memo
+        assert memo is not None
         key = node.key
-        for (param, child), provider in zip(edges, children, strict=True):
+        for param, child in edges:
             if child not in nodes:
-                nodes[child] = _Node(provider, child, None, key, param.name)
+                entry = memo.get(child)
+                if entry is None:
+                    marker = param.marker
+                    assert marker is not None  # an edge's parameter has its marker
+                    self.target(param, marker, key)
+                else:
+                    nodes[child] = _Node(entry.provider, child, None, key, param.name)
         for declared in values:
             if declared not in self.used_values:
                 self.used_values.append(declared)
@@ -264,9 +273,9 @@ class _Compiler:
         # The walk creates a node's children when it enters the node, then walks each
         # child's sub-graph in turn, skipping what it has met: first come first kept.
         creations: dict[Hashable, _Node | tuple[Hashable, str, Provider]] = {}
-        for (param, child), provider in zip(found.edges, found.children, strict=True):
+        for param, child in found.edges:
             if child not in creations:
-                creations[child] = (key, param.name, provider)
+                creations[child] = (key, param.name, memo[child].provider)
         post: dict[Hashable, Expansion] = {}
         values: dict[Any, None] = dict.fromkeys(found.values)
         for entry in below:

@@ -56,8 +56,7 @@ class Expansion:
 
     key: Hashable
     provider: Provider  # the reading it was checked for: valid while the key has it
-    edges: tuple[tuple[Param, Hashable], ...]
-    children: tuple[Provider, ...]  # each edge's provider
+    edges: tuple[tuple[Param, Hashable], ...]  # each child's reading: its own expansion's
     inputs: tuple[Input | tuple[Param, Hashable], ...]
     values: tuple[Any, ...]  # the framework value types it takes, in order
     closure: Closure | None = None  # its whole sub-graph, once walked (the compiler's `close`)
