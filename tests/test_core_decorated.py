@@ -449,3 +449,72 @@ async def test_a_lambda_calling_a_sync_method_of_the_same_name_is_not_refused() 
         return s["env"]
 
     assert await Container().run(tool) == "dev"
+
+
+# -- callable objects whose __call__ is a generator ------------------------------------------
+
+
+class OpenTicket:
+    """A callable object whose ``__call__`` is an async generator: a resource."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    async def __call__(self, user: Annotated[str, Resolve(current_user)]) -> AsyncIterator[str]:
+        EVENTS.append("ticket open")
+        try:
+            yield f"{self.prefix}-{user}"
+        finally:
+            EVENTS.append("ticket close")
+
+
+class OpenFile:
+    """A callable object whose ``__call__`` is a sync generator: a resource."""
+
+    def __call__(self) -> Iterator[str]:
+        EVENTS.append("file open")
+        try:
+            yield "file"
+        finally:
+            EVENTS.append("file close")
+
+
+open_ticket = OpenTicket("T")
+open_file = OpenFile()
+
+
+async def uses_callable_objects(
+    ticket: Annotated[str, Resolve(open_ticket)], file: Annotated[str, Resolve(open_file)]
+) -> tuple[str, str]:
+    EVENTS.append("body")
+    return ticket, file
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_callable_object_with_a_generator_call_is_a_resource(mode: str) -> None:
+    # Its value is what __call__ yields, and it is closed with the call, in reverse order;
+    # the generator object itself is never injected.
+    container = make_container(mode)
+    async with container:
+        assert await run(container, uses_callable_objects, mode) == ("T-ada", "file")
+    if mode == "concurrent":
+        assert EVENTS[-1].endswith("close") and EVENTS[-2].endswith("close")
+        assert sorted(EVENTS) == sorted(
+            ["ticket open", "file open", "body", "file close", "ticket close"]
+        )
+    else:
+        assert EVENTS == ["ticket open", "file open", "body", "file close", "ticket close"]
+
+
+async def test_a_callable_object_with_a_generator_call_is_found_by_its_yielded_type() -> None:
+    container = Container()
+    container.provide(open_file, scope=Scope.APP)
+
+    async def uses(file: Annotated[str, Resolve()]) -> str:
+        return file
+
+    async with container:
+        assert await container.run(uses) == "file"
+        assert await container.run(uses) == "file"
+        assert EVENTS == ["file open"]
+    assert EVENTS == ["file open", "file close"]

@@ -149,7 +149,13 @@ def call_kind(fn: Any) -> Kind:
             return Kind.SYNC
         inner = wrapped_of(layer)
         if inner is None:
-            break
+            if inspect.isroutine(layer) or not callable(layer):
+                break
+            # A callable object (no `functools.update_wrapper`): what calling it gives is
+            # what its class's __call__ gives, a generator for `def __call__(...): yield`.
+            inner = getattr(type(layer), "__call__", None)  # noqa: B004 - the method itself
+            if not inspect.isfunction(inner):
+                break
         layer = inner
     return Kind.SYNC
 
