@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from mcp_helpers import MODES, Name, answering, client, text
-from resolvent import Container, InvalidSignature, Resolve, Scope
+from resolvent import Container, Elicit, InvalidSignature, Resolve, Scope
 from resolvent.mcp import inject
 
 
@@ -289,3 +289,75 @@ async def test_a_tool_follows_overrides_and_a_changed_registry(mode: str) -> Non
         container.provide(newer)  # two providers of Greeting now: the plan is rebuilt
         ambiguous = await c.call_tool("greet", {})
         assert ambiguous.is_error, "the tool ran a plan compiled before the registry changed"
+
+
+METHOD_CONTAINER = Container()
+METHOD_EVENTS: list[str] = []
+
+
+@METHOD_CONTAINER.provider(scope=Scope.APP)
+async def method_db() -> Db:
+    return Db()
+
+
+async def method_tx() -> Any:
+    METHOD_EVENTS.append("tx begin")
+    try:
+        yield "tx"
+    finally:
+        METHOD_EVENTS.append("tx end")
+
+
+async def ask_name() -> Elicit[Name]:
+    return Elicit("Your name?", Name)
+
+
+class NotesTools:
+    """Tools that live on an object holding their settings, decorated in the class body."""
+
+    def __init__(self, prefix: str, events: list[str]) -> None:
+        self.prefix = prefix
+        self.events = events
+
+    @inject(METHOD_CONTAINER)
+    async def plain(self, n: int, db: Annotated[Db, Resolve(method_db)]) -> str:
+        return f"{self.prefix}{n} of {len(db.notes)}"
+
+    @inject(METHOD_CONTAINER)
+    async def asking(
+        self,
+        ctx: Context,
+        tx: Annotated[str, Resolve(method_tx)],
+        name: Annotated[Name, Resolve(ask_name)],
+    ) -> str:
+        assert isinstance(ctx, Context)
+        return f"{self.prefix}{name.name} in {tx}"
+
+    @inject(METHOD_CONTAINER)
+    def blocking(self, n: int, tx: Annotated[str, Resolve(method_tx)]) -> str:
+        return f"{self.prefix}{n} in {tx}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("options", [{}, {"call_timeout": 30}, {"concurrent": True}])
+async def test_methods_decorated_in_their_class_serve_as_tools(
+    mode: str, options: dict[str, Any]
+) -> None:
+    # The instance is bound by Python, hidden from the client, and reaches the method.
+    METHOD_CONTAINER.concurrent = options.get("concurrent", False)
+    METHOD_CONTAINER.call_timeout = options.get("call_timeout")
+    METHOD_EVENTS.clear()
+    tools = NotesTools("#", METHOD_EVENTS)
+    server = MCPServer("methods", lifespan=METHOD_CONTAINER.lifespan)
+    for name in ("plain", "asking", "blocking"):
+        server.tool(name=name)(getattr(tools, name))
+    async with client(server, mode, elicitation_callback=answering("accept", {"name": "Ada"})) as c:
+        listed = {
+            t.name: list(t.input_schema.get("properties", {})) for t in (await c.list_tools()).tools
+        }
+        assert listed == {"plain": ["n"], "asking": [], "blocking": ["n"]}
+        for _ in range(2):  # the first call is interpreted, later ones may be generated
+            assert text(await c.call_tool("plain", {"n": 2})) == "#2 of 0"
+            assert text(await c.call_tool("asking", {})) == "#Ada in tx"
+            assert text(await c.call_tool("blocking", {"n": 3})) == "#3 in tx"
+    assert METHOD_EVENTS.count("tx begin") == METHOD_EVENTS.count("tx end") > 0

@@ -11,7 +11,7 @@ import functools
 import inspect
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, get_args, get_origin
 
 from ._errors import InvalidSignature
@@ -288,3 +288,27 @@ def argument_parameters(
         )
         for name in names
     ]
+
+
+def instance_parameter(fn: Callable[..., Any], arguments: Sequence[str]) -> str | None:
+    """The name of *fn*'s instance parameter (``self``, ``cls``) if *fn* is a method.
+
+    A function defined in a class body (its ``__qualname__`` says so) whose first
+    parameter is positional, is a call argument (nothing resolves it) and is not
+    annotated (or is named ``self`` or ``cls``): Python binds it when the method is read
+    from an instance (`HTTPEndpoint` handlers, ``Route("/", api.handler)``,
+    ``app.get("/")(api.handler)``, ``server.tool()(api.handler)``). A method given already
+    bound has no such parameter.
+    """
+    if not inspect.isfunction(fn):
+        return None
+    owner = fn.__qualname__.rpartition(".")[0]
+    if not owner or owner.endswith("<locals>"):
+        return None
+    first = next(iter(inspect.signature(fn).parameters.values()), None)
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if first is None or first.kind not in positional or first.name not in arguments:
+        return None
+    if first.annotation is not inspect.Parameter.empty and first.name not in ("self", "cls"):
+        return None
+    return first.name

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
-from ._annotations import argument_parameters, lenient_hints, shown_hints
+from ._annotations import argument_parameters, instance_parameter, lenient_hints, shown_hints
 from ._cache import LiveScope
 from ._compiler import Overrides
 from ._container import Container
@@ -86,6 +86,7 @@ __all__ = (
     "enter_override",
     "forget_plans",
     "inline",
+    "instance_parameter",
     "is_cold",
     "kept_start",
     "lenient_hints",

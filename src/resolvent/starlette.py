@@ -42,6 +42,7 @@ from ._integration import (
     app_scope,
     argument_parameters,
     current_plan,
+    instance_parameter,
     is_cold,
     kept_start,
     on_hot,
@@ -256,7 +257,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     hints = shown_hints(fn, plan.arguments)
     open_call = _call_opener(container)
     request_call = contextlib.asynccontextmanager(open_call)
-    instance = _instance_parameter(fn, plan.arguments)
+    instance = instance_parameter(fn, plan.arguments)
     params = argument_parameters(fn, [name for name in plan.arguments if name != instance], hints)
 
     async def respond(
@@ -370,29 +371,6 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     # behind this async wrapper would then be run in a thread pool as if it were sync.
     setattr(wrapper, HANDLER, fn)  # what `resolvent graph` and `resolvent bench` compile
     return wrapper
-
-
-def _instance_parameter(fn: Callable[..., Any], arguments: Sequence[str]) -> str | None:
-    """The name of *fn*'s instance parameter (``self``, ``cls``) if *fn* is a method.
-
-    A function defined in a class body (its ``__qualname__`` says so) whose first
-    parameter is positional, is a call argument (nothing resolves it) and is not
-    annotated (or is named ``self`` or ``cls``): Python binds it when the method is read
-    from an instance (`HTTPEndpoint` handlers, ``Route("/", api.handler)``,
-    ``app.get("/")(api.handler)``). A method given already bound has no such parameter.
-    """
-    if not inspect.isfunction(fn):
-        return None
-    owner = fn.__qualname__.rpartition(".")[0]
-    if not owner or owner.endswith("<locals>"):
-        return None
-    first = next(iter(inspect.signature(fn).parameters.values()), None)
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    if first is None or first.kind not in positional or first.name not in arguments:
-        return None
-    if first.annotation is not inspect.Parameter.empty and first.name not in ("self", "cls"):
-        return None
-    return first.name
 
 
 def _bind(name: str, instance: str | None, args: Sequence[Any]) -> dict[str, Any]:

@@ -50,6 +50,7 @@ from .._integration import (
     argument_parameters,
     check_scopes,
     current_plan,
+    instance_parameter,
     is_cold,
     on_hot,
     override_state,
@@ -225,7 +226,10 @@ class _Tool:
     def _make_wrapper(self, plan: Plan) -> Callable[..., Awaitable[Any]]:
         fn = self.fn
         hints = shown_hints(fn, plan.arguments)
-        params = argument_parameters(fn, plan.arguments, hints)
+        # A method decorated in its class body: Python binds its instance, which the
+        # client never sees (`server.tool()(api.handler)`).
+        instance = instance_parameter(fn, plan.arguments)
+        params = argument_parameters(fn, [a for a in plan.arguments if a != instance], hints)
         if self.takes_ctx:
             ctx_annotation = hints.get(self.ctx_name, Context) if self.ctx_declared else Context
             params.append(
@@ -290,7 +294,16 @@ class _Tool:
             _remember_plain(result.__class__)
             return result
 
-        chosen = bare if self.bare else wrapper
+        chosen: Callable[..., Awaitable[Any]] = bare if self.bare else wrapper
+        if instance is not None:
+            unbound = chosen
+
+            async def method(bound_to: Any, /, **kwargs: Any) -> Any:
+                kwargs[instance] = bound_to
+                return await unbound(**kwargs)
+
+            chosen = method
+            params.insert(0, inspect.Parameter(instance, inspect.Parameter.POSITIONAL_OR_KEYWORD))
         annotations: dict[str, Any] = {
             p.name: p.annotation for p in params if p.annotation is not inspect.Parameter.empty
         }
