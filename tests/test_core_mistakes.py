@@ -218,3 +218,37 @@ async def test_root_needing_a_framework_value_run_without_it(anyio_backend: str)
     assert_snapshot("root_value_not_given", message)
     async with container.call(values={Ctx: Ctx()}) as call:
         assert await call.run(handler) == "ok"
+
+
+class Mailer:
+    """An object a test fakes."""
+
+    def __repr__(self) -> str:
+        return "Mailer()"
+
+
+def mailer() -> Mailer:
+    return Mailer()
+
+
+def test_override_with_the_fake_itself_says_to_pass_a_function() -> None:
+    # The usual slip: the fake object instead of a function returning it. Refused when
+    # the block is made, naming override and the fix, not later as an uncallable resolver.
+    container = Container()
+    container.provide(mailer, scope=Scope.APP)
+    with pytest.raises(InvalidSignature) as caught:
+        container.override(mailer, Mailer())  # type: ignore[arg-type]
+    assert_snapshot("override_given_the_fake_itself", str(caught.value))
+
+
+def test_override_of_something_that_is_no_provider_is_refused() -> None:
+    with pytest.raises(InvalidSignature) as caught:
+        Container().override("mailer", mailer)
+    assert_snapshot("override_of_a_non_callable_target", str(caught.value))
+
+
+def test_running_or_registering_a_non_callable_names_no_marker() -> None:
+    container = Container()
+    with pytest.raises(InvalidSignature) as caught:
+        container.provide(mailer(), scope=Scope.APP)  # type: ignore[call-overload]
+    assert_snapshot("provide_a_non_callable", str(caught.value))

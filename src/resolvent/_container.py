@@ -466,8 +466,10 @@ class Container:
         refuses (`ResolventError`, before it opens) an async APP/SESSION resource built
         from the replacement, which it could not close.
         """
+        from ._overrides import OverrideBlock, check_override  # for tests: loaded on first use
+
+        check_override(target, replacement)
         read(replacement)  # validate what the replacement shows now
-        from ._overrides import OverrideBlock  # overrides are for tests: loaded on first use
 
         return OverrideBlock(self, target, replacement)
 

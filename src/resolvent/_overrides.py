@@ -12,16 +12,18 @@ from collections.abc import Callable, Hashable
 from contextvars import ContextVar
 from typing import Any, Protocol, cast
 
+from ._annotations import describe_fn
 from ._cache import LiveScope
 from ._compiler import NO_OVERRIDES, Overrides
 from ._context import InContext
+from ._errors import InvalidSignature
 from ._kinds import Kind
 from ._plan import Step
 from ._plans import callable_name
 from ._registry import Registry, resolver_key
 from ._teardown import close_resources, finalize_sync, settle
 
-__all__ = ("OverrideBlock", "OverrideHost")
+__all__ = ("OverrideBlock", "OverrideHost", "check_override")
 
 _block_ids = itertools.count(1)
 _NOTHING_READY: dict[Any, Any] = {}  # `Container._hot` while an override block is open
@@ -150,3 +152,31 @@ class OverrideBlock:
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         settle(exc, await close_resources(self._leave(sync=False), None))
+
+
+def check_override(target: Any, replacement: Any) -> None:
+    """Refuse an override whose target or replacement cannot be one, naming the fix.
+
+    Passing the fake object itself instead of a function that returns it is the usual
+    slip: it would otherwise fail as an uncallable resolver, far from the override.
+    """
+    if not callable(target):
+        raise InvalidSignature(
+            f"container.override({target!r}, ...): the target is {_a_value(target)}, neither "
+            "a provider function nor a type.\n"
+            "  fix: pass the function (or class) to replace, or the type `Resolve()` finds "
+            "it by: container.override(get_db, fake_db) or container.override(Db, fake_db)"
+        )
+    if not callable(replacement):
+        name = describe_fn(target)
+        raise InvalidSignature(
+            f"container.override({name}, {replacement!r}): the replacement is "
+            f"{_a_value(replacement)}, not a function; it is called to make the value.\n"
+            f"  fix: pass a function that returns it: container.override({name}, "
+            "lambda: fake)"
+        )
+
+
+def _a_value(obj: Any) -> str:
+    name = type(obj).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name} object"

@@ -328,7 +328,10 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
             than one question arm, positional-only or ``*args`` parameters.
     """
     if not callable(fn):
-        raise InvalidSignature(f"{fn!r} is not callable; Resolve(...) takes a function")
+        raise InvalidSignature(
+            f"{fn!r} is not callable: resolvent runs, registers and resolves functions.\n"
+            "  fix: pass the function (or class) itself, not the result of calling it"
+        )
     name = describe_fn(fn)
     _misplaced_marker(fn, name)
     _pydantic_model(fn, name)
