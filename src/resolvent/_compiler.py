@@ -461,9 +461,12 @@ class _Compiler:
                 if like is not None and expansion.inputs is node.inputs and not overridden:
                     scope = like.scope
                     scopes.add(scope)
-                    if scope is _CALL:  # what the step says, as below
-                        call_resources = call_resources or like.kind not in _PLAIN
-                        call_threads = call_threads or (like.kind is _SYNC and not like.inline)
+                    if scope is _CALL:  # what the step says, as below (by identity: no hashing)
+                        kind = like.kind
+                        if kind is _SYNC:
+                            call_threads = call_threads or not like.inline
+                        elif kind is not _ASYNC:
+                            call_resources = True
                     step = like
                     if step.may_ask:
                         step = _asking(step, wire_seen, step.wire_key, node.param)
@@ -624,7 +627,7 @@ cache is."""
 _NO_TAINT: frozenset[int] = frozenset()
 _CALL = Scope.CALL  # read per step: a module global, not an enum class attribute
 _SYNC = Kind.SYNC
-_PLAIN = frozenset(k for k in Kind if not k.is_resource)
+_ASYNC = Kind.ASYNC  # with _SYNC, the kinds that are no resource
 
 
 def _scope_set(scopes: set[Scope]) -> frozenset[Scope]:
