@@ -315,11 +315,13 @@ def test_a_plan_that_takes_shared_steps_tells_resources_and_threads_from_them() 
     assert not {"resource", "threads"} & set(type(expansion).__slots__)
 
 
-def test_a_provider_keeps_its_reading_and_how_it_lives_only() -> None:
-    """What the registry keeps beside a resolver's reading is its scope and whether it
-    runs inline; whether it was registered is the registry's tables' to say."""
+def test_a_provider_is_its_reading_and_keeps_how_it_lives_only() -> None:
+    """A resolver's provider holds its reading itself (one object, not a provider and
+    a reading), and beside it only its scope and whether it runs inline; whether it
+    was registered is the registry's tables' to say."""
     from resolvent import Scope
     from resolvent._registry import Provider
+    from resolvent._signature import FunctionInfo
 
     container = Container()
     container.provide(leaf, scope=Scope.APP)
@@ -328,7 +330,9 @@ def test_a_provider_keeps_its_reading_and_how_it_lives_only() -> None:
     registry = container._registry
     for provider in (registry.get(leaf), registry.implicit(left)):
         assert provider is not None
-        assert type(provider) is Provider and Provider.__slots__ == ("info", "scope", "inline")
+        assert isinstance(provider, FunctionInfo)
+        assert [r for r in gc.get_referents(provider) if isinstance(r, FunctionInfo)] == []
+        assert type(provider) is Provider and Provider.__slots__ == ("scope", "inline")
     assert registry.get(left) is None
 
 

@@ -107,8 +107,8 @@ def ambiguous(
     param: str,
 ) -> InvalidSignature:
     """The error for ``Resolve()`` by a type that several providers offer."""
-    offers = ", ".join(p.info.name for p in offered)
-    first = getattr(offered[0].fn, "__name__", offered[0].info.name)  # partials have none
+    offers = ", ".join(p.name for p in offered)
+    first = getattr(offered[0].fn, "__name__", offered[0].name)  # partials have none
     return InvalidSignature(
         f"{where} asks for Resolve() by type {type_name(tp)}, which {len(offered)} providers "
         f"offer: {offers}.\n"
@@ -122,12 +122,12 @@ def _entering(registry: Registry, tp: Any) -> str:
     """A note naming the providers that return *tp*, a context manager, but offer what
     entering it gives; empty when there are none."""
     notes = [
-        f"  note: {p.info.name} returns {type_name(tp)}, a context manager, so it offers "
-        f"what entering it gives, {type_name(p.info.provides)}; to offer the "
+        f"  note: {p.name} returns {type_name(tp)}, a context manager, so it offers "
+        f"what entering it gives, {type_name(p.provides)}; to offer the "
         f"{type_name(tp)} itself, not entered, annotate it `-> Any` and register it "
         f"with `provides={type_name(tp)}`\n"
         for p in registry.by_key.values()
-        if entered_class(p.info.fn, p.info.kind) == tp
+        if entered_class(p.fn, p.kind) == tp
     ]
     return "".join(notes)
 
@@ -163,7 +163,7 @@ def unclassifiable(
 
 def check_type(walk: Walk, consumer: Hashable | None, param: Param, child: Node) -> None:
     """Refuse `Annotated[T, Resolve(fn)]` when fn's declared type can never be a T."""
-    info = child.provider.info
+    info = child.provider
     if (
         child.replaced  # a fake stands in: its types are the test's business
         or param.marker is None
@@ -293,7 +293,7 @@ def captive_source(walk: Walk, node: Node, param: Param, what: str) -> None:
 
 def check_asks(node: Node) -> None:
     """Refuse an APP/SESSION resolver that may return a question."""
-    info, scope = node.provider.info, node.provider.scope
+    info, scope = node.provider, node.provider.scope
     if scope > Scope.CALL and info.may_ask and info.provides is not NO_DEFAULT:
         returns = info.provides
         if returns is not Any and returns is not object and not isinstance(returns, typing.TypeVar):
@@ -309,7 +309,7 @@ def refuse_unclosable(walk: Walk, node: Node, taint: frozenset[int], plain: dict
     """Refuse an async APP/SESSION resource built from a plain ``with`` override (*plain*
     maps those blocks to how they were written): leaving the block could not await its
     close, so it would stay open until its scope closes."""
-    provider, kind = node.provider, node.provider.info.kind
+    provider, kind = node.provider, node.provider.kind
     entered = sorted(taint & plain.keys())
     if not entered or provider.scope is Scope.CALL or not (kind.is_resource and kind.is_async):
         return

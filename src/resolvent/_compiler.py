@@ -70,7 +70,7 @@ class _Node:
 
     @property
     def name(self) -> str:
-        return self.provider.info.name
+        return self.provider.name
 
 
 _MAX_CLOSURE = 128
@@ -150,7 +150,7 @@ class _Compiler:
             replaces, key = key, existing
         else:
             provider = original
-        provider.info.needs_return()
+        provider.needs_return()
         self.nodes[key] = _Node(provider, key, replaced, consumer, param.name, replaces)
         return key
 
@@ -179,7 +179,7 @@ class _Compiler:
             found = memo.get(key)
             if found is not None and found.provider is node.provider:
                 return self._replay(node, found)
-        info, scope = node.provider.info, node.provider.scope
+        info, scope = node.provider, node.provider.scope
         edges: list[tuple[Param, Hashable]] = []
         inputs: list[Input | tuple[Param, Hashable]] = []
         values: list[Any] = []
@@ -494,7 +494,7 @@ class _Compiler:
                     like.awaits,
                 )
             else:
-                info = provider.info
+                info = provider
                 fn, name, scope, kind, awaits = (
                     info.fn,
                     info.name,
@@ -657,7 +657,7 @@ def build_graph(
 def _threaded(node: _Node) -> bool:
     """Whether *node*'s step runs in a worker thread (a plain sync CALL function)."""
     provider = node.provider
-    return provider.scope is Scope.CALL and _threaded_kind(provider.info.kind, provider.inline)
+    return provider.scope is Scope.CALL and _threaded_kind(provider.kind, provider.inline)
 
 
 def _threaded_kind(kind: Kind, inline: bool) -> bool:

@@ -36,17 +36,41 @@ def resolver_key(fn: Any) -> Hashable:
     return ("object", id(fn))
 
 
-@record
-class Provider:
-    """A registered (or implicitly used) resolver and how it lives."""
+_READING: tuple[str, ...] = vars(FunctionInfo)["__slots__"]
+_OWN = ("scope", "inline")
 
-    info: FunctionInfo
+
+class Provider(FunctionInfo):
+    """A registered (or implicitly used) resolver and how it lives: its reading (the
+    fields of `FunctionInfo`, held by the provider itself: one object per resolver, not
+    two), its scope, and whether it runs inline. Immutable, compared by all three."""
+
+    __slots__ = _OWN  # beside the reading's own (`_READING`)
+
     scope: Scope
     inline: bool
 
-    @property
-    def fn(self) -> Callable[..., Any]:
-        return self.info.fn
+    def __init__(self, info: FunctionInfo, scope: Scope, inline: bool) -> None:
+        put = object.__setattr__  # frozen, as the reading is
+        for name in _READING:
+            put(self, name, getattr(info, name))
+        put(self, "scope", scope)
+        put(self, "inline", inline)
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in (*_READING, *_OWN))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Provider:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in (*_READING, *_OWN))
+        return f"Provider({shown})"
 
 
 @record(frozen=False, eq=False)
