@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import pytest
 
+from modes import MODES, make_container, run
 from resolvent import Container, InvalidSignature, Resolve, Scope
 
 
@@ -56,6 +57,46 @@ async def test_async_generator_annotation_forms_are_found_by_yielded_type() -> N
 
     assert await container.run(handler) == "agen5"
     assert sorted(log) == ["closed db", "closed number"]
+
+
+class Pool:
+    """What a resource annotated with the yielded class itself gives."""
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_generator_annotated_with_what_it_yields_is_found_by_that_type(
+    mode: str,
+) -> None:
+    # `async def pool() -> Pool: yield ...`: type checkers want AsyncIterator[Pool], but
+    # it can only mean what it yields. Resolve() finds it by Pool (it used to say that
+    # no provider offers Pool, whose fix was to register the provider it had), and a
+    # consumer of another type is refused as for any resource.
+    container = make_container(mode)
+    log: list[str] = []
+
+    @container.provider(scope=Scope.APP)
+    async def pool() -> Pool:  # type: ignore[misc]
+        yield Pool()
+        log.append("closed pool")
+
+    @container.provider()
+    def number() -> int:  # type: ignore[misc]
+        yield 5
+        log.append("closed number")
+
+    async def handler(p: Annotated[Pool, Resolve()], n: Annotated[int, Resolve()]) -> str:
+        return f"{type(p).__name__}{n}"
+
+    async with container:
+        assert await run(container, handler, mode) == "Pool5"
+        assert log == ["closed number"]
+    assert log == ["closed number", "closed pool"]
+
+    async def wrong(n: Annotated[str, Resolve(number)]) -> str:
+        return n
+
+    with pytest.raises(InvalidSignature, match="expects str, but its resolver"):
+        container.compile(wrong)
 
 
 async def test_context_manager_providers_are_resources() -> None:

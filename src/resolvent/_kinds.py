@@ -100,6 +100,21 @@ def _first_arg(annotation: Any) -> Any:
     return args[0] if args else NO_DEFAULT
 
 
+def _yielded(returns: Any) -> Any:
+    """What a generator (or a contextlib factory's generator) annotated *returns* yields:
+    ``T`` of ``AsyncIterator[T]``, ``Iterator[T]``, ``Generator[T, ...]``; and a plain
+    class, ``async def db() -> Db: yield ...``, can only mean what it yields (type
+    checkers want ``AsyncIterator[Db]``, but the intent is plain)."""
+    if isinstance(returns, type) and returns.__module__ not in _ITERATOR_MODULES:
+        return returns
+    return _first_arg(returns)
+
+
+# Where the bare iterator ABCs live (`-> AsyncIterator`, `-> typing.Generator` without
+# arguments yield something unknown).
+_ITERATOR_MODULES = ("collections.abc", "typing", "_collections_abc", "types")
+
+
 _ASYNC_CMS = (contextlib.AbstractAsyncContextManager,)
 _SYNC_CMS = (contextlib.AbstractContextManager,)
 
@@ -268,7 +283,7 @@ def kind_and_provides(fn: Any, returns: Any) -> tuple[Kind, Any, bool]:
     """The kind, the provided type, and whether calling *fn* returns an awaitable."""
     kind = call_kind(fn)
     if kind.is_resource:  # generators and contextlib factories: annotations are the generator's
-        return kind, _first_arg(returns), False
+        return kind, _yielded(returns), False
     entered = _entered(returns)
     if entered is not None:  # `-> Client` where Client is a context manager: a resource
         return entered[0], entered[1], kind is Kind.ASYNC
