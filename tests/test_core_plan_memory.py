@@ -414,3 +414,12 @@ async def test_an_expansion_keeps_no_reading_its_children_keep() -> None:
     assert [s.fn for s in b.steps] == [s.fn for s in a.steps]
     assert await container.run(first, user_id="ann") == "hi ANN 1"
     assert await container.run(second, user_id="bob") == "hi BOB 1!"
+
+
+def test_plans_of_one_shape_share_their_line_map() -> None:
+    """Which step each line of generated code runs is a value: the code of two plans
+    of the same shape (here in two containers) shares the one flat tuple."""
+    first, _ = _handlers()
+    maps = [Container().compile(first).heat().__globals__["LINES"] for _ in range(2)]
+    assert maps[0][0] != maps[1][0]  # each its own code
+    assert maps[0][1] is maps[1][1]

@@ -347,13 +347,31 @@ def generate(
     if not build:
         return source, None
     code_name = f"<resolvent plan {name} {variant} #{next(_counter)}>"
-    ns["LINES"] = (code_name, tuple(itertools.chain.from_iterable(w.line_steps.items())))
+    ns["LINES"] = (code_name, _line_map(w.line_steps))
     code = _lines_only(compile(source, code_name, "exec", dont_inherit=True))
     if not entry:
         ns = _read_by(code, ns)
     exec(code, ns)
     function: Callable[..., Any] = ns[variant]
     return source, function
+
+
+def _line_map(line_steps: dict[int, int]) -> tuple[int, ...]:
+    """Which step each line runs, flat (see `line_step`): the one tuple every function
+    whose lines run the same steps shares (plans of one shape over the same resolvers,
+    in one container or another), as a value."""
+    flat = tuple(itertools.chain.from_iterable(line_steps.items()))
+    found = _LINE_MAPS.get(flat)
+    if found is None:
+        if len(_LINE_MAPS) >= _MAX_LINE_MAPS:
+            _LINE_MAPS.clear()
+        found = _LINE_MAPS[flat] = flat
+    return found
+
+
+_LINE_MAPS: dict[tuple[int, ...], tuple[int, ...]] = {}
+_MAX_LINE_MAPS = 4096
+"""Line maps kept to share (bounded, as the plan cache is)."""
 
 
 def _lines_only(code: types.CodeType) -> types.CodeType:
