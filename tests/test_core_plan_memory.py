@@ -423,3 +423,17 @@ def test_plans_of_one_shape_share_their_line_map() -> None:
     maps = [Container().compile(first).heat().__globals__["LINES"] for _ in range(2)]
     assert maps[0][0] != maps[1][0]  # each its own code
     assert maps[0][1] is maps[1][1]
+
+
+def test_plans_share_the_names_of_their_handlers_arguments() -> None:
+    """The names of a handler's own arguments are a value: plans whose handlers take
+    the same ones share the one tuple."""
+    first, second = _handlers()
+
+    async def third(t: Annotated[int, Resolve(top)], user_id: str) -> int:
+        return t
+
+    container = Container()
+    a, b = container.compile(first), container.compile(third)
+    assert a.arguments == ("user_id",) and a.arguments is b.arguments
+    assert container.compile(second).arguments == ()

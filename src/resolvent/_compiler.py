@@ -407,7 +407,7 @@ class _Compiler:
         # the steps are built in that order, and again sorted if a step runs in a thread
         # (with overrides, sorted first: their checks raise in the plan's order).
         order = post if self.overrides is NO_OVERRIDES else self.sort(post)
-        graph = self.build(order, root_inputs, tuple(arguments))
+        graph = self.build(order, root_inputs, _shared_arguments(tuple(arguments)))
         if graph.call_threads and order is post:
             graph = self.build(self.sort(post), root_inputs, graph.arguments)
         return graph
@@ -619,6 +619,20 @@ def _arg_input(name: str, default: Any) -> Input:
 
 
 _ARG_INPUTS: dict[str, Input] = {}
+
+
+def _shared_arguments(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The names of a handler's own arguments: the one tuple every plan whose handler
+    takes the same ones shares, as a value."""
+    found = _ARGUMENTS.get(names)
+    if found is None:
+        if len(_ARGUMENTS) >= _MAX_BASES:
+            _ARGUMENTS.clear()
+        found = _ARGUMENTS[names] = names
+    return found
+
+
+_ARGUMENTS: dict[tuple[str, ...], tuple[str, ...]] = {}
 _STEP_INPUTS: dict[tuple[str, int], Input] = {}
 _MAX_BASES = 4096
 """Entries a compile cache keeps (shared inputs): bounded, as the plan
