@@ -437,3 +437,23 @@ def test_plans_share_the_names_of_their_handlers_arguments() -> None:
     a, b = container.compile(first), container.compile(third)
     assert a.arguments == ("user_id",) and a.arguments is b.arguments
     assert container.compile(second).arguments == ()
+
+
+def test_a_kept_node_holds_nothing_of_overrides() -> None:
+    """The nodes a kept sub-graph shares with every plan it is spliced into hold no
+    field for overrides (which plans that share it never have): what stands in for
+    what is the compile's own, not each node's. Overrides still apply."""
+    first, _ = _handlers()
+    container = Container()
+    container.compile(first)
+    closure = container._registry.expansions[resolver_key(top)].closure
+    assert closure is not None and closure.creations
+    for node in closure.creations:
+        assert not {"replaced", "replaces"} & set(type(node).__slots__)
+
+    async def fake_leaf() -> int:
+        return 100
+
+    with container.override(leaf, fake_leaf):
+        plan = container.compile(first)
+    assert fake_leaf in [s.fn for s in plan.steps] and leaf not in [s.fn for s in plan.steps]

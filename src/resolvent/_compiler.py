@@ -61,10 +61,8 @@ NO_OVERRIDES = Overrides()
 class _Node:
     provider: Provider
     key: Hashable
-    replaced: int | None  # the id of the override block that put this node here
     parent: Hashable | None
     param: str
-    replaces: Hashable = None  # the key of the provider this node stands in for
     edges: Sequence[tuple[Param, Hashable]] | None = None
     inputs: Sequence[Input | tuple[Param, Hashable]] = ()
 
@@ -99,6 +97,11 @@ class _Compiler:
         self.value_types = value_types
         self.root = read(fn)
         self.nodes: dict[Hashable, _Node] = {}
+        # With overrides only (a node's own while no plan shares it, so not on it):
+        # key -> the id of the override block that put its node here, and key -> the
+        # key of the provider its node stands in for.
+        self.replaced: dict[Hashable, int] = {}
+        self.replaces: dict[Hashable, Hashable] = {}
         self.root_args: dict[str, Param] = {}
         self.used_values: list[Any] = []
         # A resolver's checked expansion, shared by the plans that use it; none while
@@ -133,7 +136,7 @@ class _Compiler:
             fn = marker.fn
         key = resolver_key(fn)
         found = self.overrides.by_key.get(key)
-        if found is not None and consumer is not None and self.nodes[consumer].replaces == key:
+        if found is not None and consumer is not None and self.replaces.get(consumer) == key:
             found = None  # inside its replacement (a spy), Resolve(original) is the original
         existing = key if found is None else resolver_key(found[1])
         if existing in self.nodes:  # already read: each function is read once per compile
@@ -151,7 +154,11 @@ class _Compiler:
         else:
             provider = original
         provider.needs_return()
-        self.nodes[key] = _Node(provider, key, replaced, consumer, param.name, replaces)
+        self.nodes[key] = _Node(provider, key, consumer, param.name)
+        if replaced is not None:
+            self.replaced[key] = replaced
+        if replaces is not None:
+            self.replaces[key] = replaces
         return key
 
     def _by_type(
@@ -174,7 +181,7 @@ class _Compiler:
         node = self.nodes[key]
         if node.edges is not None:
             return node.edges
-        memo = self.memo if node.replaced is None and node.replaces is None else None
+        memo = self.memo if key not in self.replaced and key not in self.replaces else None
         if memo is not None:
             found = memo.get(key)
             if found is not None and found.provider is node.provider:
@@ -214,7 +221,7 @@ class _Compiler:
             unclassifiable(self, node, param, self.root_args, self.value_types)
         node.edges = edges
         node.inputs = inputs
-        if memo is not None and not any(self.nodes[c].replaced is not None for _, c in edges):
+        if memo is not None and not any(c in self.replaced for _, c in edges):
             if len(memo) >= 4096:
                 memo.clear()
             kept = tuple(edges)
@@ -243,7 +250,7 @@ class _Compiler:
                     assert marker is not None  # an edge's parameter has its marker
                     self.target(param, marker, key)
                 else:
-                    nodes[child] = _Node(entry.provider, child, None, key, param.name)
+                    nodes[child] = _Node(entry.provider, child, key, param.name)
         for declared in values:
             if declared not in self.used_values:
                 self.used_values.append(declared)
@@ -302,9 +309,7 @@ class _Compiler:
                 continue
             parent, param_name, provider = made  # a child of *key*: its node, complete
             entry = post[child]
-            made_here.append(
-                _Node(provider, child, None, parent, param_name, None, entry.edges, entry.inputs)
-            )
+            made_here.append(_Node(provider, child, parent, param_name, entry.edges, entry.inputs))
         found.closure = Closure(tuple(made_here), tuple(post.values()), tuple(values))
 
     def splice(self, key: Hashable, state: dict[Hashable, int], post: list[Hashable]) -> bool:
@@ -477,7 +482,8 @@ class _Compiler:
                 # A value built from a replacement is cached under the ids of the blocks
                 # it depends on: another block (entered or left) does not rebuild it, and
                 # leaving one of its blocks finds and closes it.
-                taint = frozenset(() if node.replaced is None else (node.replaced,)).union(
+                replaced = self.replaced.get(key)
+                taint = frozenset(() if replaced is None else (replaced,)).union(
                     *(taints.get(child, ()) for _, child in node.edges or ())
                 )
                 if taint:
