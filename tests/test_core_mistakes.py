@@ -252,3 +252,46 @@ def test_running_or_registering_a_non_callable_names_no_marker() -> None:
     with pytest.raises(InvalidSignature) as caught:
         container.provide(mailer(), scope=Scope.APP)  # type: ignore[call-overload]
     assert_snapshot("provide_a_non_callable", str(caught.value))
+
+
+class Request:
+    """A framework value type."""
+
+
+def test_a_start_target_that_is_no_provider_is_refused_where_it_was_given() -> None:
+    # A provider's name as a string: refused when the container is made, not at entry
+    # as a `Resolve('pool')` on an invented parameter of container.start.
+    with pytest.raises(InvalidSignature) as caught:
+        Container(warm=["open_pool"])  # type: ignore[list-item]
+    assert_snapshot("warm_given_a_name", str(caught.value))
+
+
+async def test_start_given_a_name_is_refused(anyio_backend: str) -> None:
+    container = Container()
+    async with container:
+        with pytest.raises(InvalidSignature, match=r"^container\.start\(\.\.\.\) was given 'x'"):
+            await container.start("x")  # type: ignore[arg-type]
+
+
+def test_container_values_given_one_type_says_to_pass_a_tuple() -> None:
+    with pytest.raises(TypeError, match=r"fix: Container\(values=\(Request,\)\)"):
+        Container(values=Request)
+
+
+async def test_call_values_given_a_list_says_to_pass_a_dict(anyio_backend: str) -> None:
+    # `values=[request]` (the types are a tuple, the objects a dict): a message, not
+    # "list indices must be integers or slices, not type" from deep in a call.
+    container = Container(values=(Request,))
+
+    async def route(request: Request) -> str:
+        return "ok"
+
+    with pytest.raises(TypeError) as caught:
+        async with container.call(values=[Request()]) as call:  # type: ignore[arg-type]
+            await call.run(route)
+    assert_snapshot("call_values_given_a_list", str(caught.value))
+    async with container, container.session() as session:
+        with pytest.raises(TypeError, match="takes a dict"):
+            session.call(values=(Request(),))  # type: ignore[arg-type]
+        async with session.call(values={Request: Request()}) as call:
+            assert await call.run(route) == "ok"

@@ -106,7 +106,11 @@ class Call:
     ) -> None:
         self._container = container
         self._session = session
-        self.values: Mapping[Any, Any] = values if values is not None else EMPTY
+        if values is None:
+            values = EMPTY
+        elif values.__class__ is not dict and not isinstance(cast(object, values), Mapping):
+            raise _values_not_a_mapping(values)
+        self.values: Mapping[Any, Any] = values
         self.asker = asker
         self.answerer: Callable[[Any, Any], Awaitable[Any]] | None = None
         self.concurrent = container.concurrent if concurrent is None else concurrent
@@ -331,3 +335,15 @@ class Call:
         if inspect.isawaitable(result):
             result = await result
         return result
+
+
+def _values_not_a_mapping(values: object) -> TypeError:
+    """``call(values=[request])``: the types a container declares are a tuple, the
+    objects a call is given are a dict from each type to its object."""
+    return TypeError(
+        f"call(values=...) takes a dict from each framework value type to its object, "
+        f"not {'an' if type(values).__name__[:1] in 'aeiou' else 'a'} "
+        f"{type(values).__name__}.\n"
+        "  fix: container.call(values={Request: request}) (the types are declared with "
+        "Container(values=(Request,)) or add_value_type)"
+    )

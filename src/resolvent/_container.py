@@ -16,7 +16,7 @@ import anyio
 
 from ._cache import LiveScope
 from ._compiler import Overrides
-from ._errors import ResolventError
+from ._errors import InvalidSignature, ResolventError
 from ._executor import EMPTY, HOT_AFTER, is_cold
 from ._plan import Plan, direct_shape
 from ._plans import PlanCache, Starter, check_scopes, refuse_values
@@ -89,8 +89,14 @@ class Container:
         warm: Iterable[Callable[..., Any]] = (),
         answer_timeout: float | None = None,
     ) -> None:
+        if isinstance(values, type):  # `values=Request`: one type, not an iterable of types
+            raise TypeError(
+                f"Container(values=...) takes the framework value types, not the type "
+                f"{values.__name__} itself.\n  fix: Container(values=({values.__name__},))"
+            )
         self._registry = Registry()
         self._warm: tuple[Callable[..., Any], ...] = tuple(warm)
+        _check_targets("Container(warm=[...])", self._warm)
         # fn -> what `run` calls, as ``start(kwargs)``, to start its checked plan (see
         # `_start`), for a fn that calls what whatever equals it calls (see
         # `PlanCache.remember`); `_hot` is `_ready`, or nothing while an override block
@@ -275,6 +281,7 @@ class Container:
                 "  fix: call it inside `async with container:` (or the server lifespan), "
                 "or pass Container(warm=[...]) to start them on entry"
             )
+        _check_targets("container.start(...)", targets)
         from ._startup import start_values  # container.start only
 
         await start_values(self._plans.for_start(targets), app)
@@ -476,3 +483,19 @@ class Container:
     def _live_scopes(self) -> list[LiveScope]:
         scopes = [session.live for session in self._sessions]
         return scopes if self._app is None else [self._app, *scopes]
+
+
+def _check_targets(where: str, targets: tuple[Any, ...]) -> None:
+    """Refuse a start target that is neither a provider function nor a type (a provider's
+    name as a string, say), naming where it was given, before anything compiles."""
+    for target in targets:
+        if not callable(target):
+            name = type(target).__name__
+            article = "an" if name[:1].lower() in "aeiou" else "a"
+            example = where.replace("...", "open_pool"), where.replace("...", "Pool")
+            raise InvalidSignature(
+                f"{where} was given {target!r} ({article} {name}), which is neither a "
+                "provider function nor a type.\n"
+                "  fix: pass the provider itself or the type it provides, as `Resolve` "
+                f"takes them: {example[0]} or {example[1]}"
+            )
