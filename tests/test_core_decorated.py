@@ -518,3 +518,33 @@ async def test_a_callable_object_with_a_generator_call_is_found_by_its_yielded_t
         assert await container.run(uses) == "file"
         assert EVENTS == ["file open"]
     assert EVENTS == ["file open", "file close"]
+
+
+class Tagger:
+    """A callable object taking an argument a partial binds."""
+
+    async def __call__(self, tag: str, user: Annotated[str, Resolve(current_user)]) -> str:
+        return f"{tag}-{user}"
+
+
+tag_admin = functools.partial(Tagger(), "admin")
+file_again = functools.partial(open_file)
+
+
+async def uses_partials_of_callable_objects(
+    tag: Annotated[str, Resolve(tag_admin)], file: Annotated[str, Resolve(file_again)]
+) -> tuple[str, str]:
+    return tag, file
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_partial_of_a_callable_object_is_seen_through(mode: str) -> None:
+    # functools.partial(obj, ...) is read through obj's __call__, as partial(fn, ...)
+    # is through fn (it was "cannot read the annotations of partial(Tagger)").
+    container = make_container(mode)
+    async with container:
+        assert await run(container, uses_partials_of_callable_objects, mode) == (
+            "admin-ada",
+            "file",
+        )
+    assert EVENTS == ["file open", "file close"]

@@ -62,14 +62,23 @@ def wrapped_of(fn: Any) -> Any:
     return inner if callable(inner) and inner is not fn else None
 
 
+def _partial_target(fn: Any) -> Any:
+    """Whose annotations the partial *fn* shows: its function's, or for a callable object
+    (``partial(Client(), ...)``) its class's ``__call__``'s."""
+    inner: Any = fn.func
+    if inspect.isroutine(inner) or inspect.isclass(inner) or wrapped_of(inner) is not None:
+        return inner
+    return type(inner).__call__
+
+
 def strict_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     """*fn*'s annotations read all at once (a class's ``__init__``'s, a callable object's
     ``__call__``'s); one that does not resolve is an `InvalidSignature`."""
     if inspect.isclass(fn):
         target: Any = fn.__init__
-    elif inspect.isroutine(fn) or isinstance(fn, functools.partial):
-        target = fn.func if isinstance(fn, functools.partial) else fn
-    elif wrapped_of(fn) is not None:  # a class-based decorator: update_wrapper's copy
+    elif isinstance(fn, functools.partial):
+        target = _partial_target(fn)
+    elif inspect.isroutine(fn) or wrapped_of(fn) is not None:  # or update_wrapper's copy
         target = fn
     else:
         target = type(fn).__call__
@@ -189,7 +198,7 @@ def lenient_hints(fn: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, str
             inspect.isroutine(fn) or isinstance(fn, functools.partial) or wrapped_of(fn)
         ):
             raise
-    target: Any = fn.func if isinstance(fn, functools.partial) else fn
+    target: Any = _partial_target(fn) if isinstance(fn, functools.partial) else fn
     raw: Any = getattr(inspect.unwrap(target), "__annotations__", None)
     if not isinstance(raw, dict):
         raise InvalidSignature(f"cannot read the annotations of {describe_fn(fn)}")
