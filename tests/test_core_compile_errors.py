@@ -338,3 +338,26 @@ def test_app_scoped_resolver_that_may_ask() -> None:
 def test_errors_are_type_errors_too() -> None:
     with pytest.raises(TypeError):
         Container().compile(cycle_handler)
+
+
+class Pool:
+    """Offered by exactly one provider."""
+
+
+async def open_pool() -> Pool:
+    RAN.append("open_pool")
+    return Pool()
+
+
+async def uses_optional_pool(pool: Annotated[Pool | None, Resolve()] = None) -> str:
+    return "ran"
+
+
+async def test_resolve_by_an_optional_type_names_the_provider_of_its_member() -> None:
+    # `Pool | None` is looked up as that exact type; the fix used to be to register a
+    # provider returning `Pool | None`, when one offering Pool was there all along.
+    container = Container()
+    container.provide(open_pool, scope=Scope.APP)
+    message = compile_error(container, uses_optional_pool)
+    assert_snapshot("resolve_by_optional_type", message)
+    assert await run_error(container, uses_optional_pool) == message

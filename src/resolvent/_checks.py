@@ -7,6 +7,7 @@ functions, the parameter, the path and a fix; never walks, sorts or changes the 
 from __future__ import annotations
 
 import re
+import types
 import typing
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -92,13 +93,35 @@ def no_provider(
     walk: Walk, registry: Registry, where: str, tp: Any, consumer: Hashable | None, param: str
 ) -> InvalidSignature:
     """The error for ``Resolve()`` by a type that no provider offers."""
+    member = _offered_member(registry, tp)
+    if member is not None:  # `Db | None` where a provider offers Db
+        fix = (
+            f"  fix: {member[1]} offers {type_name(member[0])}, and Resolve() finds a "
+            "provider by the exact type it offers: "
+            f"`{param}: Annotated[{type_name(member[0])}, Resolve()]`\n"
+        )
+    else:
+        fix = (
+            f"  fix: register one (`@container.provider(...)` on a function returning "
+            f"{type_name(tp)}, or `provides={type_name(tp)}`), or name it: Resolve(fn)\n"
+        )
     return InvalidSignature(
         f"{where} asks for Resolve() by type {type_name(tp)}, but no provider offers it.\n"
         f"  path: {path(walk, consumer, param)}\n"
-        f"{_entering(registry, tp)}"
-        f"  fix: register one (`@container.provider(...)` on a function returning "
-        f"{type_name(tp)}, or `provides={type_name(tp)}`), or name it: Resolve(fn)"
+        f"{_entering(registry, tp)}{fix.rstrip()}"
     )
+
+
+def _offered_member(registry: Registry, tp: Any) -> tuple[Any, str] | None:
+    """For a union such as ``Db | None``: a member that exactly one provider offers, and
+    that provider's name; else None."""
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
+        return None
+    for member in typing.get_args(tp):
+        offered = registry.for_type(member) if member is not type(None) else []
+        if len(offered) == 1:
+            return member, offered[0].name
+    return None
 
 
 def ambiguous(
