@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
@@ -348,7 +349,9 @@ def generate(
         return source, None
     code_name = f"<resolvent plan {name} {variant} #{next(_counter)}>"
     ns["LINES"] = (code_name, _line_map(w.line_steps))
-    code = _lines_only(compile(source, code_name, "exec", dont_inherit=True))
+    code = compile(source, code_name, "exec", dont_inherit=True)
+    if LINES_ONLY:
+        code = _lines_only(code)
     if not entry:
         ns = _read_by(code, ns)
     exec(code, ns)
@@ -372,6 +375,12 @@ def _line_map(line_steps: dict[int, int]) -> tuple[int, ...]:
 _LINE_MAPS: dict[tuple[int, ...], tuple[int, ...]] = {}
 _MAX_LINE_MAPS = 4096
 """Line maps kept to share (bounded, as the plan cache is)."""
+
+
+# The Pythons whose location table `_lines_only` was checked against (every stdlib code
+# object: the same line for each instruction). A later one keeps the table it compiles,
+# columns and all, rather than have a format it was never checked on rewritten.
+LINES_ONLY = (3, 11) <= sys.version_info[:2] <= (3, 13)
 
 
 def _lines_only(code: types.CodeType) -> types.CodeType:
