@@ -4,10 +4,12 @@ restoring, scopes, caches, and the ``resolvent_override`` pytest fixture."""
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated
+from unittest.mock import AsyncMock, Mock
 
 import pytest
 
 from inner_pytest import run_pytest
+from modes import MODES, make_container, run
 from resolvent import Container, InvalidSignature, Resolve, Scope
 from resolvent.testing import Override
 
@@ -206,3 +208,27 @@ def test_undone_after_the_test():
 def test_the_plugin_is_registered_and_undoes_overrides_at_teardown(tmp_path: Path) -> None:
     result = run_pytest(tmp_path, "test_inner.py", PLUGIN_TESTS)
     assert "2 passed" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_mock_replacement_is_called_with_no_arguments(
+    mode: str, resolvent_override: Override
+) -> None:
+    # `Mock(return_value=fake)` and `AsyncMock(...)`, the usual test doubles, were refused
+    # for their `*args` parameter, with a fix ("make it a regular parameter") that no
+    # mock can follow. They are called with no arguments and record their calls.
+    container = make_container(mode)
+    container.provide(real_settings, scope=Scope.APP)
+    fake = Settings("mocked")
+    sync_mock = Mock(return_value=fake)
+    async_mock = AsyncMock(return_value=Settings("awaited"))
+    async with container:
+        with container.override(real_settings, sync_mock):
+            assert await run(container, by_function, mode) == "mocked"
+        async with container.override(Settings, async_mock):
+            assert await run(container, by_type, mode) == "awaited"
+        resolvent_override(container, real_settings, async_mock)
+        assert await run(container, client, mode) == "client(awaited)"
+    sync_mock.assert_called_once_with()
+    assert async_mock.await_count == 2
+    assert "real" not in MADE

@@ -475,7 +475,7 @@ class Container:
         """
         from ._overrides import OverrideBlock, check_override  # for tests: loaded on first use
 
-        check_override(target, replacement)
+        replacement = check_override(target, replacement)
         read(replacement)  # validate what the replacement shows now
 
         return OverrideBlock(self, target, replacement)

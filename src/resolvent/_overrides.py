@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import sys
+import typing
 from collections.abc import Callable, Hashable
 from contextvars import ContextVar
 from typing import Any, Protocol, cast
@@ -18,6 +20,7 @@ from ._compiler import NO_OVERRIDES, Overrides
 from ._context import InContext
 from ._errors import InvalidSignature
 from ._kinds import Kind
+from ._markers import inline
 from ._plan import Step
 from ._plans import callable_name
 from ._registry import Registry, resolver_key
@@ -154,11 +157,13 @@ class OverrideBlock:
         settle(exc, await close_resources(self._leave(sync=False), None))
 
 
-def check_override(target: Any, replacement: Any) -> None:
-    """Refuse an override whose target or replacement cannot be one, naming the fix.
+def check_override(target: Any, replacement: Any) -> Callable[..., Any]:
+    """The replacement to use; refuse an override whose target or replacement cannot be
+    one, naming the fix.
 
     Passing the fake object itself instead of a function that returns it is the usual
-    slip: it would otherwise fail as an uncallable resolver, far from the override.
+    slip: it would otherwise fail as an uncallable resolver, far from the override. A
+    `unittest.mock` mock is called with no arguments (see `_called_mock`).
     """
     if not callable(target):
         raise InvalidSignature(
@@ -175,6 +180,33 @@ def check_override(target: Any, replacement: Any) -> None:
             f"  fix: pass a function that returns it: container.override({name}, "
             "lambda: fake)"
         )
+    return _called_mock(replacement)
+
+
+def _called_mock(replacement: Any) -> Callable[..., Any]:
+    """A `unittest.mock` mock (``Mock(return_value=fake)``, ``AsyncMock(...)``) as a
+    replacement: called with no arguments, awaited if it is an `AsyncMock`, so it records
+    its calls. Its own signature, ``(*args, **kwargs)``, would be refused: resolvent
+    passes values by keyword, and a mock has nothing to inject."""
+    mock = sys.modules.get("unittest.mock")  # imported by any test that made a mock
+    if mock is None or not isinstance(replacement, mock.NonCallableMock):
+        return typing.cast(Callable[..., Any], replacement)
+    name = type(replacement).__name__
+    if isinstance(replacement, mock.AsyncMock):
+
+        async def called_async() -> Any:
+            return await replacement()
+
+        called_async.__qualname__ = called_async.__name__ = name
+        called_async.__module__ = "unittest.mock"
+        return called_async
+
+    def called_sync() -> Any:
+        return replacement()
+
+    called_sync.__qualname__ = called_sync.__name__ = name
+    called_sync.__module__ = "unittest.mock"
+    return inline(called_sync)  # a mock does no blocking work: no worker thread
 
 
 def _a_value(obj: Any) -> str:
