@@ -459,3 +459,24 @@ def test_a_kept_node_holds_nothing_of_overrides() -> None:
     with container.override(leaf, fake_leaf):
         plan = container.compile(first)
     assert fake_leaf in [s.fn for s in plan.steps] and leaf not in [s.fn for s in plan.steps]
+
+
+def test_steps_with_the_same_inputs_share_their_tuple() -> None:
+    """A step's inputs are a value: steps that take the same ones (two resolvers reading
+    one resolver under one name; the same resolvers in another container) share one
+    tuple, and each still reads what it names."""
+
+    async def twin(a: Annotated[int, Resolve(leaf)]) -> int:
+        return a + 5
+
+    async def both(x: Annotated[int, Resolve(left)], y: Annotated[int, Resolve(twin)]) -> int:
+        return x + y
+
+    first, _ = _handlers()
+    a, b = Container().compile(first), Container().compile(first)
+    for mine, other in zip(a.steps, b.steps, strict=True):
+        assert mine.inputs is other.inputs
+    plan = Container().compile(both)
+    by_fn = {s.fn: s for s in plan.steps}
+    assert by_fn[left].inputs is by_fn[twin].inputs
+    assert [(i.name, i.step) for i in by_fn[twin].inputs] == [("a", by_fn[leaf].index)]

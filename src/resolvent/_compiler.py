@@ -533,7 +533,7 @@ class _Compiler:
                 kind,
                 inline,
                 may_ask,
-                _inputs(node.inputs, slots),
+                _inputs(node.inputs, slots, True),
                 base,
                 node.param,
                 awaits,
@@ -586,20 +586,36 @@ def _asking(step: Step, wire_seen: dict[str, int], base: str, param: str) -> Ste
 
 
 def _inputs(
-    items: Sequence[Input | tuple[Param, Hashable]], slots: dict[Hashable, int]
+    items: Sequence[Input | tuple[Param, Hashable]],
+    slots: dict[Hashable, int],
+    step_of: bool = False,
 ) -> tuple[Input, ...]:
-    """The plan's inputs for *items*: a resolver edge becomes the input of its step."""
+    """The plan's inputs for *items*: a resolver edge becomes the input of its step.
+
+    A step's tuple (*step_of*) is a value too: one made only of shared inputs (of a step's
+    value, of a call argument without default) is the one every step with those inputs
+    shares, in any container (the same resolvers compiled twice). A handler's own inputs
+    are made once per plan, as they were: looking them up would cost each compile."""
     if not items:
         return ()
     made: list[Input] = []
+    # What the tuple holds, while it holds only shared inputs: each one's name and
+    # step (-1 for a call argument), which are the input.
+    shape: list[str | int] | None = [] if step_of else None
     for item in items:
         if isinstance(item, Input):
             made.append(item)
+            if shape is not None:
+                if item.source == "arg" and item.default is NO_DEFAULT:
+                    shape += (item.name, -1)
+                else:
+                    shape = None
             continue
         param, child = item
         step = slots[child]
         if param.outcome is not None:
             made.append(Input(param.name, "step", step=step, outcome=param.outcome))
+            shape = None
             continue
         # Inputs are values: every plan shares the one for a parameter name and step.
         found = _STEP_INPUTS.get((param.name, step))
@@ -608,7 +624,17 @@ def _inputs(
                 _STEP_INPUTS.clear()
             found = _STEP_INPUTS[param.name, step] = Input(param.name, "step", step=step)
         made.append(found)
-    return tuple(made)
+        if shape is not None:
+            shape += (param.name, step)
+    if shape is None:
+        return tuple(made)
+    key = tuple(shape)
+    shared = _INPUT_TUPLES.get(key)
+    if shared is None:
+        if len(_INPUT_TUPLES) >= _MAX_BASES:
+            _INPUT_TUPLES.clear()
+        shared = _INPUT_TUPLES[key] = tuple(made)
+    return shared
 
 
 def _arg_input(name: str, default: Any) -> Input:
@@ -640,6 +666,7 @@ def _shared_arguments(names: tuple[str, ...]) -> tuple[str, ...]:
 
 _ARGUMENTS: dict[tuple[str, ...], tuple[str, ...]] = {}
 _STEP_INPUTS: dict[tuple[str, int], Input] = {}
+_INPUT_TUPLES: dict[tuple[str | int, ...], tuple[Input, ...]] = {}
 _MAX_BASES = 4096
 """Entries a compile cache keeps (shared inputs): bounded, as the plan
 cache is."""
