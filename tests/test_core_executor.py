@@ -5,6 +5,7 @@ from typing import Annotated
 
 import pytest
 
+from modes import MODES, make_container
 from resolvent import Container, Resolve, Scope
 
 
@@ -236,3 +237,50 @@ async def test_missing_argument_inside_a_thread_hop_is_explained(concurrent: boo
     assert "call argument 'user_id' needed by" in message
     assert "needs was not given" in message
     assert "fix: pass user_id=..." in message
+
+
+class Request:
+    """A framework value type."""
+
+
+class AdminRequest(Request):
+    """Given under its own type, where the plan asks for Request."""
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_missing_argument_or_value_names_what_the_call_was_given(mode: str) -> None:
+    # A misspelled argument (`usr_id=`) or a value given under a subclass's type: the
+    # message shows what came instead, next to what was missing.
+    from resolvent import ResolventError
+
+    container = make_container(mode)
+    container.add_value_type(Request)
+
+    async def user(user_id: str) -> str:
+        return user_id
+
+    async def handler(user_id: str, u: Annotated[str, Resolve(user)]) -> str:
+        return u
+
+    async def path(request: Request) -> str:
+        return "/"
+
+    async def route(p: Annotated[str, Resolve(path)]) -> str:
+        return p
+
+    with pytest.raises(ResolventError) as info:
+        if mode == "interpreter":
+            async with container.call(rounds=True) as call:
+                await call.run(handler, usr_id="ada")
+        else:
+            await container.run(handler, usr_id="ada")
+    assert str(info.value).startswith(
+        "call argument 'user_id' needed by "
+        "test_core_executor.test_a_missing_argument_or_value_names_what_the_call_was_given."
+        "<locals>.user was not given; it was given usr_id.\n"
+    )
+    with pytest.raises(ResolventError) as info:
+        rounds = mode == "interpreter"
+        async with container.call(values={AdminRequest: AdminRequest()}, rounds=rounds) as call:
+            await call.run(route)
+    assert "(parameter 'request'); it was given AdminRequest.\n" in str(info.value)

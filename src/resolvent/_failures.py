@@ -33,7 +33,8 @@ def explain(
         for item in step.inputs:
             if item.source == "arg" and item.arg == missing and missing not in args:
                 return ResolventError(
-                    f"call argument {missing!r} needed by {step.name} was not given.\n"
+                    f"call argument {missing!r} needed by {step.name} was not given"
+                    f"{_given(list(args))}.\n"
                     f"  path: {plan.path_to(index)}\n"
                     f"  fix: pass {missing}=... when calling {plan.name}"
                 )
@@ -41,7 +42,8 @@ def explain(
                 name = type_name(missing)
                 return ResolventError(
                     f"no framework value of type {name} was given to this call, but {step.name} "
-                    f"needs one (parameter {item.name!r}).\n"
+                    f"needs one (parameter {item.name!r}){_given([type_name(t) for t in values])}"
+                    ".\n"
                     f"  path: {plan.path_to(index)}\n"
                     f"  fix: open the call with container.call(values={{{name}: ...}})"
                 )
@@ -49,6 +51,11 @@ def explain(
     if note not in getattr(exc, "__notes__", ()):
         exc.add_note(note)
     return exc
+
+
+def _given(names: list[str]) -> str:
+    """What the call had instead, for a misspelled or mistyped key; empty if nothing."""
+    return f"; it was given {', '.join(names)}" if names else ""
 
 
 def fail(
