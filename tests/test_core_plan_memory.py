@@ -480,3 +480,36 @@ def test_steps_with_the_same_inputs_share_their_tuple() -> None:
     by_fn = {s.fn: s for s in plan.steps}
     assert by_fn[left].inputs is by_fn[twin].inputs
     assert [(i.name, i.step) for i in by_fn[twin].inputs] == [("a", by_fn[leaf].index)]
+
+
+class Request:
+    pass
+
+
+async def test_an_expansion_keeps_no_copy_of_its_framework_value_types() -> None:
+    """The framework value types a resolver takes are in its inputs: its expansion keeps
+    no tuple of them beside, and later plans over it still take those values."""
+    from resolvent._registry import Expansion
+
+    async def by_request(r: Request, a: Annotated[int, Resolve(leaf)]) -> str:
+        return f"{type(r).__name__} {a}"
+
+    async def uses(x: Annotated[str, Resolve(by_request)]) -> str:
+        return x
+
+    async def again(
+        x: Annotated[str, Resolve(uses)], y: Annotated[str, Resolve(by_request)]
+    ) -> str:
+        return x + y
+
+    assert "values" not in Expansion.__slots__
+    container = Container(values=(Request,))
+    async with container:
+        container.compile(uses)
+        expansion = container._registry.expansions[resolver_key(by_request)]
+        assert expansion.values == (Request,)
+        assert container._registry.expansions[resolver_key(leaf)].values == ()
+        for handler in (uses, again):
+            assert container.compile(handler).value_types == (Request,)
+        async with container.call(values={Request: Request()}) as call:
+            assert await call.run(again) == "Request 1Request 1"

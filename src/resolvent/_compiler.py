@@ -189,7 +189,6 @@ class _Compiler:
         info, scope = node.provider, node.provider.scope
         edges: list[tuple[Param, Hashable]] = []
         inputs: list[Input | tuple[Param, Hashable]] = []
-        values: list[Any] = []
         for param in info.params:
             if param.marker is not None:
                 child = self.target(param, param.marker, key)
@@ -204,7 +203,6 @@ class _Compiler:
                 if scope > Scope.CALL:
                     captive_source(self, node, param, f"the framework value {type_name(declared)}")
                 inputs.append(Input(param.name, "value", value_type=declared))
-                values.append(declared)
                 continue
             memo = None  # classified by the handler's own arguments: not shared
             root_param = self.root_args.get(param.name)
@@ -229,7 +227,7 @@ class _Compiler:
             # share (`build` knows a shared step by its inputs). Inputs that are all
             # resolver edges are the edges, the same tuple.
             node.inputs = shared = kept if len(inputs) == len(edges) else tuple(inputs)
-            memo[key] = Expansion(key, node.provider, kept, shared, tuple(values))
+            memo[key] = Expansion(key, node.provider, kept, shared)
         return edges
 
     def _replay(self, node: _Node, found: Expansion) -> Sequence[tuple[Param, Hashable]]:
@@ -237,7 +235,7 @@ class _Compiler:
         (shared, never changed), children created where this plan has not met them yet,
         with the reading their own shared expansion holds (a child that has none, one
         reading a call argument, is read as the walk reads it)."""
-        edges, inputs, values = found.edges, found.inputs, found.values
+        edges, inputs = found.edges, found.inputs
         nodes = self.nodes
         memo = self.memo
         assert memo is not None
@@ -251,9 +249,10 @@ class _Compiler:
                     self.target(param, marker, key)
                 else:
                     nodes[child] = _Node(entry.provider, child, key, param.name)
-        for declared in values:
-            if declared not in self.used_values:
-                self.used_values.append(declared)
+        if inputs is not edges:  # it takes more than resolvers' values: maybe framework ones
+            for declared in found.values:
+                if declared not in self.used_values:
+                    self.used_values.append(declared)
         node.inputs = inputs
         node.edges = edges
         return edges

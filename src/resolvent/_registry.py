@@ -82,13 +82,23 @@ class Expansion:
     provider: Provider  # the reading it was checked for: valid while the key has it
     edges: tuple[tuple[Param, Hashable], ...]  # each child's reading: its own expansion's
     inputs: tuple[Input | tuple[Param, Hashable], ...]
-    values: tuple[Any, ...]  # the framework value types it takes, in order
     closure: Closure | None = None  # its whole sub-graph, once walked (the compiler's `close`)
     step: Any = None
     """The resolver's step, once a plan without overrides built it: every later plan
     without overrides that reaches this expansion takes it as it is; a plan whose node
     has the same reading and other inputs copies it (the compiler's `build`), and
     tells from it whether it is a CALL resource or runs in a worker thread."""
+
+    @property
+    def values(self) -> tuple[Any, ...]:
+        """The framework value types it takes, in order: its inputs tell them (none
+        when its inputs are its edges)."""
+        inputs = self.inputs
+        if inputs is self.edges:
+            return ()
+        return tuple(
+            item.value_type for item in inputs if isinstance(item, Input) and item.source == "value"
+        )
 
 
 @record(eq=False)
