@@ -513,3 +513,26 @@ async def test_an_expansion_keeps_no_copy_of_its_framework_value_types() -> None
             assert container.compile(handler).value_types == (Request,)
         async with container.call(values={Request: Request()}) as call:
             assert await call.run(again) == "Request 1Request 1"
+
+
+async def test_a_parameter_that_wants_no_outcome_keeps_no_field_for_it() -> None:
+    """Few parameters want a resolver's whole outcome: the others (every unmarked one,
+    most marked ones) keep no field for it and say they want none; one that wants it
+    keeps its family and receives the outcome."""
+    from resolvent import Accepted
+    from resolvent._signature import Param, read_function
+
+    async def plain() -> int:
+        return 7
+
+    async def wants(
+        c: Annotated[Accepted[int], Resolve(plain)], v: Annotated[int, Resolve(plain)], n: str
+    ) -> str:
+        return f"{isinstance(c, Accepted)} {c.data} {v} {n}"
+
+    outcome, value, argument = read_function(wants).params
+    assert "outcome" not in Param.__slots__
+    for param in (value, argument):
+        assert type(param) is Param and param.outcome is None
+    assert outcome.outcome is not None and outcome.outcome.members is not None
+    assert await Container().run(wants, n="x") == "True 7 7 x"

@@ -65,8 +65,38 @@ class Param:
     name: str
     bare: Any
     marker: Resolve | None
-    outcome: OutcomeFamily | None
     default: Any
+
+    if typing.TYPE_CHECKING:  # a field of `_OutcomeParam` only (see below)
+
+        @property
+        def outcome(self) -> OutcomeFamily | None: ...
+
+
+# Few parameters want a whole outcome: the others keep no field for it. Their *outcome*
+# is the class's None; one that wants it is an `_OutcomeParam`, whose slot shadows it.
+type.__setattr__(Param, "outcome", None)
+
+
+class _OutcomeParam(Param):
+    """A marked parameter that wants the whole outcome: its family beside the fields."""
+
+    __slots__ = ("outcome",)  # pyright: ignore[reportIncompatibleMethodOverride]
+
+    def __init__(
+        self, name: str, bare: Any, marker: Resolve, default: Any, outcome: OutcomeFamily
+    ) -> None:
+        super().__init__(name, bare, marker, default)
+        object.__setattr__(self, "outcome", outcome)
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.name, self.bare, self.marker, self.default, self.outcome)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        for name, value in zip(
+            ("name", "bare", "marker", "default", "outcome"), state, strict=True
+        ):
+            object.__setattr__(self, name, value)
 
 
 @record
@@ -393,7 +423,7 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
             )
         bare = annotation.__origin__ if annotated else annotation
         if marker is None:
-            params.append(Param(p_name, bare, None, None, p_default))
+            params.append(Param(p_name, bare, None, p_default))
             continue
         target = marker.fn
         if isinstance(target, Unresolved):
@@ -409,7 +439,12 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
                 "  fix: pass the resolver itself, `Resolve(fn)`, not the result of calling "
                 "it, `Resolve(fn())`"
             )
-        params.append(Param(p_name, bare, marker, outcome_family(bare), p_default))
+        family = outcome_family(bare)
+        params.append(
+            Param(p_name, bare, marker, p_default)
+            if family is None
+            else _OutcomeParam(p_name, bare, marker, p_default, family)
+        )
     kind, provides, awaits = kind_and_provides(fn, returns)
     may_ask, provides, asks = (
         _may_ask(fn, provides) if not kind.is_resource else (False, provides, NO_DEFAULT)
