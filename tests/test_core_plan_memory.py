@@ -536,3 +536,29 @@ async def test_a_parameter_that_wants_no_outcome_keeps_no_field_for_it() -> None
         assert type(param) is Param and param.outcome is None
     assert outcome.outcome is not None and outcome.outcome.members is not None
     assert await Container().run(wants, n="x") == "True 7 7 x"
+
+
+def test_only_a_step_that_may_ask_keeps_a_wire_key() -> None:
+    """A step that never asks keeps no field for a wire key (it reads ``""``); one that
+    may ask keeps its own, numbered within the plan, and a copy of it keeps it too."""
+    import copy
+
+    from resolvent._plan import Step
+
+    async def ask() -> Elicit[Confirm]:
+        return Elicit("sure?", Confirm)
+
+    async def handler(
+        t: Annotated[int, Resolve(top)],
+        c: Annotated[Confirm, Resolve(ask)],
+        d: Annotated[Confirm, Resolve(ask)],
+    ) -> int:
+        return t
+
+    assert "wire_key" not in Step.__slots__
+    plan = Container().compile(handler)
+    asking = [s for s in plan.steps if s.may_ask]
+    assert [type(s) for s in plan.steps if not s.may_ask] == [Step] * 5
+    assert [s.wire_key for s in plan.steps if not s.may_ask] == [""] * 5
+    assert len(asking) == 1 and asking[0].wire_key.endswith(".<locals>.ask")
+    assert copy.copy(asking[0]).wire_key == asking[0].wire_key

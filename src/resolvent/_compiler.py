@@ -28,7 +28,7 @@ from ._checks import (
 )
 from ._kinds import Kind
 from ._markers import Resolve, is_inline
-from ._plan import Graph, Input, Step
+from ._plan import AskingStep, Graph, Input, Step
 from ._record import field, record
 from ._registry import Closure, Expansion, Provider, Registry, read, resolver_key
 from ._scopes import Scope
@@ -521,9 +521,9 @@ class _Compiler:
             if slot is None:
                 slot = registry.new_slot(key)
             # Positional, in field order (a step per resolver: keywords cost twice as
-            # much): index, fn, name, key, scope, kind, inline, may_ask, inputs,
-            # wire_key, param, awaits.
-            step = Step(
+            # much): index, fn, name, key, scope, kind, inline, may_ask, inputs, param,
+            # awaits. Only a step that may ask has a wire key (an `AskingStep`).
+            fields = (
                 slot,
                 fn,
                 name,
@@ -533,10 +533,10 @@ class _Compiler:
                 inline,
                 may_ask,
                 _inputs(node.inputs, slots, True),
-                base,
                 node.param,
                 awaits,
             )
+            step = AskingStep(base, *fields) if may_ask else Step(*fields)
             if (
                 shared is not None
                 and expansion is not None
@@ -568,7 +568,8 @@ def _asking(step: Step, wire_seen: dict[str, int], base: str, param: str) -> Ste
     count = wire_seen.get(base, 0)
     wire_seen[base] = count + 1
     wire_key = base if count == 0 else f"{base}#{count}"
-    return Step(
+    return AskingStep(
+        wire_key,
         step.index,
         step.fn,
         step.name,
@@ -578,7 +579,6 @@ def _asking(step: Step, wire_seen: dict[str, int], base: str, param: str) -> Ste
         step.inline,
         step.may_ask,
         step.inputs,
-        wire_key,
         param,
         step.awaits,
     )

@@ -56,16 +56,42 @@ class Step:
     inline: bool
     may_ask: bool
     inputs: tuple[Input, ...]
-    wire_key: str
     param: str
     awaits: bool = False
     """Calling *fn* returns an awaitable; for a resource, the context manager is the
     awaited result (``async def f() -> httpx.AsyncClient``)."""
 
+    if TYPE_CHECKING:  # a field of `AskingStep` only (see below)
+
+        @property
+        def wire_key(self) -> str: ...
+
     @property
     def threaded(self) -> bool:
         """True for a sync function that runs in a worker thread."""
         return self.kind is Kind.SYNC and not self.inline
+
+
+# Only a step that may ask has a wire key: the others keep no field for it and read the
+# class's "". One that may ask is an `AskingStep`, whose slot shadows it.
+type.__setattr__(Step, "wire_key", "")
+
+
+class AskingStep(Step):
+    """A step that may ask: its wire key beside the fields (made by the compiler)."""
+
+    __slots__ = ("wire_key",)  # pyright: ignore[reportIncompatibleMethodOverride]
+
+    def __init__(self, wire_key: str, *fields: Any) -> None:
+        super().__init__(*fields)
+        object.__setattr__(self, "wire_key", wire_key)
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (*super().__getstate__(), self.wire_key)  # type: ignore[misc]
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        super().__setstate__(state[:-1])  # type: ignore[misc]
+        object.__setattr__(self, "wire_key", state[-1])
 
 
 @record

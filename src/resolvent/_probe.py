@@ -443,7 +443,7 @@ async def calibrate(n: int = 1_000, rounds: int = 9) -> Calibration:
     gc.disable()
     try:
         for kind, noop in _NOOPS.items():
-            step = Step(0, noop, "noop", "noop", Scope.CALL, kind, True, False, x, "", "")
+            step = Step(0, noop, "noop", "noop", Scope.CALL, kind, True, False, x, "")
             timed = wrap_step(step, log)
             bare: list[float] = []
             recorded: list[float] = []
