@@ -72,15 +72,18 @@ def import_time(runs: int) -> dict[str, Any]:
 
 async def plan_memory() -> dict[str, Any]:
     """Bytes allocated (and kept) by compiling the S2 diamond and generating its code (as
-    its first calls would), after a warm-up compile of another diamond that also generates
-    its code (so the code generator's import is not counted when this runs alone).
+    its first calls would), after a warm-up compile of a graph of another shape (S4's) that
+    also generates its code, so the code generator's import is not counted when this runs
+    alone. Not another diamond: values equal across plans of one shape (a line map, a
+    step's inputs) are shared through tables of the process, and a same-shaped warm-up
+    would have paid for them.
 
     ``bytes`` is the target's figure: everything the first plan of a container keeps,
     the registry's shared readings, expansions, sub-graphs and steps included.
     ``marginal_bytes`` is what one more handler over the same graph keeps (its own plan
     and generated code; the shared parts it reuses are not paid again).
     """
-    warm, warm_handler, _ = impls.resolvent_setup(graphs.diamond())
+    warm, warm_handler, _ = impls.resolvent_setup(graphs.singleton())
     warm.compile(warm_handler).heat()
     container, handler, ns = impls.resolvent_setup(graphs.diamond())
     second = _second_handler(ns)
