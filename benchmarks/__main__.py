@@ -259,7 +259,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         data["import_time"] = extras.import_time(3 if args.quick else 7)
         progress.step()
         progress.show("memory of a compiled plan")
-        data["plan_memory"] = await extras.plan_memory()
+        data["plan_memory"] = extras.plan_memory_fresh()
         progress.step()
         calls = 1_000_000 if args.soak else (20_000 if args.quick else 100_000)
         progress.show(f"memory growth over {calls:,} calls (traced)")

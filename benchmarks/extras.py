@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
 import statistics
 import subprocess
 import sys
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 from . import graphs, impls
@@ -68,6 +70,25 @@ def import_time(runs: int) -> dict[str, Any]:
         "importtime_ms": statistics.median(samples) if samples else None,
         "imports_mcp": mcp_loaded,
     }
+
+
+def plan_memory_fresh() -> dict[str, Any]:
+    """`plan_memory` in a fresh interpreter: in the benchmark's own process, the scenarios
+    before it have compiled plans of the S2 shape, which pay for what plans of one shape
+    share (see `plan_memory`)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = _cached_env()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    code = (
+        "import asyncio, json\n"
+        "from benchmarks import extras\n"
+        "print(json.dumps(asyncio.run(extras.plan_memory())))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    result: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+    return result
 
 
 async def plan_memory() -> dict[str, Any]:
