@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ._annotations import NO_DEFAULT
 from ._failures import fail
 from ._kinds import Kind
+from ._plan import keep_shared
 from ._questions import QUESTION_KINDS, Answered, as_outcome
 from ._resources import enter, hold, open_resource, plain_cell
 from ._scopes import Scope
@@ -365,16 +366,10 @@ def _line_map(line_steps: dict[int, int]) -> tuple[int, ...]:
     in one container or another), as a value."""
     flat = tuple(itertools.chain.from_iterable(line_steps.items()))
     found = _LINE_MAPS.get(flat)
-    if found is None:
-        if len(_LINE_MAPS) >= _MAX_LINE_MAPS:
-            _LINE_MAPS.clear()
-        found = _LINE_MAPS[flat] = flat
-    return found
+    return keep_shared(_LINE_MAPS, flat, flat) if found is None else found
 
 
 _LINE_MAPS: dict[tuple[int, ...], tuple[int, ...]] = {}
-_MAX_LINE_MAPS = 4096
-"""Line maps kept to share (bounded, as the plan cache is)."""
 
 
 # The Pythons whose location table `_lines_only` was checked against (every stdlib code

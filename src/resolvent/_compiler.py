@@ -28,7 +28,7 @@ from ._checks import (
 )
 from ._kinds import Kind
 from ._markers import Resolve, is_inline
-from ._plan import AskingStep, Graph, Input, Step
+from ._plan import AskingStep, Graph, Input, Step, keep_shared
 from ._record import field, record
 from ._registry import Closure, Expansion, Provider, Registry, read, resolver_key
 from ._scopes import Scope
@@ -619,9 +619,9 @@ def _inputs(
         # Inputs are values: every plan shares the one for a parameter name and step.
         found = _STEP_INPUTS.get((param.name, step))
         if found is None:
-            if len(_STEP_INPUTS) >= _MAX_BASES:
-                _STEP_INPUTS.clear()
-            found = _STEP_INPUTS[param.name, step] = Input(param.name, "step", step=step)
+            found = keep_shared(
+                _STEP_INPUTS, (param.name, step), Input(param.name, "step", step=step)
+            )
         made.append(found)
         if shape is not None:
             shape += (param.name, step)
@@ -629,11 +629,7 @@ def _inputs(
         return tuple(made)
     key = tuple(shape)
     shared = _INPUT_TUPLES.get(key)
-    if shared is None:
-        if len(_INPUT_TUPLES) >= _MAX_BASES:
-            _INPUT_TUPLES.clear()
-        shared = _INPUT_TUPLES[key] = tuple(made)
-    return shared
+    return keep_shared(_INPUT_TUPLES, key, tuple(made)) if shared is None else shared
 
 
 def _arg_input(name: str, default: Any) -> Input:
@@ -642,11 +638,7 @@ def _arg_input(name: str, default: Any) -> Input:
     if default is not NO_DEFAULT:
         return Input(name, "arg", arg=name, default=default)
     found = _ARG_INPUTS.get(name)
-    if found is None:
-        if len(_ARG_INPUTS) >= _MAX_BASES:
-            _ARG_INPUTS.clear()
-        found = _ARG_INPUTS[name] = Input(name, "arg", arg=name)
-    return found
+    return keep_shared(_ARG_INPUTS, name, Input(name, "arg", arg=name)) if found is None else found
 
 
 _ARG_INPUTS: dict[str, Input] = {}
@@ -656,19 +648,12 @@ def _shared_arguments(names: tuple[str, ...]) -> tuple[str, ...]:
     """The names of a handler's own arguments: the one tuple every plan whose handler
     takes the same ones shares, as a value."""
     found = _ARGUMENTS.get(names)
-    if found is None:
-        if len(_ARGUMENTS) >= _MAX_BASES:
-            _ARGUMENTS.clear()
-        found = _ARGUMENTS[names] = names
-    return found
+    return keep_shared(_ARGUMENTS, names, names) if found is None else found
 
 
 _ARGUMENTS: dict[tuple[str, ...], tuple[str, ...]] = {}
 _STEP_INPUTS: dict[tuple[str, int], Input] = {}
 _INPUT_TUPLES: dict[tuple[str | int, ...], tuple[Input, ...]] = {}
-_MAX_BASES = 4096
-"""Entries a compile cache keeps (shared inputs): bounded, as the plan
-cache is."""
 
 _NO_TAINT: frozenset[int] = frozenset()
 _CALL = Scope.CALL  # read per step: a module global, not an enum class attribute

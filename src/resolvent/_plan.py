@@ -5,7 +5,7 @@ It never imports what runs a plan: the code comes from the `PlanCode` the plan i
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ._annotations import NO_DEFAULT, type_name
 from ._kinds import Kind
@@ -14,7 +14,7 @@ from ._record import field, record
 from ._scopes import Scope
 from ._signature import FunctionInfo
 
-__all__ = ("Graph", "Input", "Plan", "PlanCode", "Step", "direct_shape")
+__all__ = ("Graph", "Input", "Plan", "PlanCode", "Step", "direct_shape", "keep_shared")
 
 
 @record
@@ -433,3 +433,20 @@ def direct_shape(steps: tuple[Step, ...]) -> bool:
         for s in steps
         if s.scope is Scope.CALL and s.kind.is_resource
     ) and all(s.scope is not Scope.SESSION for s in steps)
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+SHARED_LIMIT = 4096
+"""Entries a table of values shared between plans keeps: bounded, as the plan cache is."""
+
+
+def keep_shared(table: dict[K, V], key: K, value: V) -> V:
+    """Keep *value* in *table* under *key*, for later plans to take instead of making an
+    equal copy (the caller looked *key* up and did not find it); a full table is emptied
+    first. Returns *value*."""
+    if len(table) >= SHARED_LIMIT:
+        table.clear()
+    table[key] = value
+    return value
