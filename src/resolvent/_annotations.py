@@ -32,6 +32,11 @@ def describe_fn(fn: Any) -> str:
     return qualname if module in (None, "__main__", "builtins") else f"{module}.{qualname}"
 
 
+def with_article(noun: str) -> str:
+    """*noun* after "a" or "an", for messages: ``with_article("int")`` is ``"an int"``."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
 def type_name(tp: Any) -> str:
     """A short readable name for a type in messages."""
     if tp is NO_DEFAULT:

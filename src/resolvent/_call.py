@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 
 import anyio
 
+from ._annotations import with_article
 from ._cache import LiveScope
 from ._errors import AnswerTimeout, ResolventError
 from ._executor import EMPTY, timed_out
@@ -342,8 +343,7 @@ def _values_not_a_mapping(values: object) -> TypeError:
     objects a call is given are a dict from each type to its object."""
     return TypeError(
         f"call(values=...) takes a dict from each framework value type to its object, "
-        f"not {'an' if type(values).__name__[:1] in 'aeiou' else 'a'} "
-        f"{type(values).__name__}.\n"
+        f"not {with_article(type(values).__name__)}.\n"
         "  fix: container.call(values={Request: request}) (the types are declared with "
         "Container(values=(Request,)) or add_value_type)"
     )

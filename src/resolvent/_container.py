@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 import anyio
 
+from ._annotations import with_article
 from ._cache import LiveScope
 from ._compiler import Overrides
 from ._errors import InvalidSignature, ResolventError
@@ -490,11 +491,10 @@ def _check_targets(where: str, targets: tuple[Any, ...]) -> None:
     name as a string, say), naming where it was given, before anything compiles."""
     for target in targets:
         if not callable(target):
-            name = type(target).__name__
-            article = "an" if name[:1].lower() in "aeiou" else "a"
             example = where.replace("...", "open_pool"), where.replace("...", "Pool")
             raise InvalidSignature(
-                f"{where} was given {target!r} ({article} {name}), which is neither a "
+                f"{where} was given {target!r} ({with_article(type(target).__name__)}), "
+                "which is neither a "
                 "provider function nor a type.\n"
                 "  fix: pass the provider itself or the type it provides, as `Resolve` "
                 f"takes them: {example[0]} or {example[1]}"

@@ -17,7 +17,7 @@ import typing
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin
 
-from ._annotations import NO_DEFAULT, describe_fn, strict_hints, wrapped_of
+from ._annotations import NO_DEFAULT, describe_fn, strict_hints, with_article, wrapped_of
 from ._errors import InvalidSignature
 
 __all__ = ("Kind", "call_kind", "kind_and_provides")
@@ -297,10 +297,6 @@ def kind_and_provides(fn: Any, returns: Any) -> tuple[Kind, Any, bool]:
     return Kind.SYNC, returns, False
 
 
-def _article(noun: str) -> str:
-    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
-
-
 _TELLS_ITSELF = (
     inspect.CO_COROUTINE | inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
 ) | inspect.CO_ITERABLE_COROUTINE
@@ -347,8 +343,8 @@ def refuse_bare_wrapper(fn: Any, returns: Any) -> None:
         made = "coroutine" if kind is Kind.ASYNC else kind.value
         if lam:
             raise InvalidSignature(
-                f"{name} calls {describe_fn(inner)} ({_article(kind.value)}), so it returns "
-                f"{_article(made)} object and resolvent would inject that object itself.\n"
+                f"{name} calls {describe_fn(inner)} ({with_article(kind.value)}), so it returns "
+                f"{with_article(made)} object and resolvent would inject that object itself.\n"
                 f"  fix: pass {inner_name} itself (Resolve({inner_name})); to bind arguments, "
                 f"use functools.partial({inner_name}, ...), which resolvent sees through"
             )
@@ -359,7 +355,8 @@ def refuse_bare_wrapper(fn: Any, returns: Any) -> None:
             else ", or annotate the wrapper's return type (`-> Awaitable[T]`)"
         )
         raise InvalidSignature(
-            f"{name} wraps {describe_fn(inner)} ({_article(kind.value)}) but has no __wrapped__, "
+            f"{name} wraps {describe_fn(inner)} ({with_article(kind.value)}) but has no "
+            "__wrapped__, "
             "so resolvent cannot tell what calling it returns: it would inject the "
             f"{made} object itself.\n"
             f"  fix: decorate the wrapper with @functools.wraps({inner_name})"

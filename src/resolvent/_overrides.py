@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable
 from contextvars import ContextVar
 from typing import Any, Protocol, cast
 
-from ._annotations import describe_fn
+from ._annotations import describe_fn, with_article
 from ._cache import LiveScope
 from ._compiler import NO_OVERRIDES, Overrides
 from ._context import InContext
@@ -210,5 +210,4 @@ def _called_mock(replacement: Any) -> Callable[..., Any]:
 
 
 def _a_value(obj: Any) -> str:
-    name = type(obj).__name__
-    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name} object"
+    return f"{with_article(type(obj).__name__)} object"
