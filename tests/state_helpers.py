@@ -94,3 +94,31 @@ async def open_test_store(
 
 def store_env(valkey: str | None) -> dict[str, str]:
     return {**os.environ, "VALKEY_URL": valkey or ""}
+
+
+@contextlib.asynccontextmanager
+async def open_shared_stores(
+    kind: str, tmp_path: Path, valkey: str | None, count: int = 2
+) -> AsyncIterator[list[StateStore]]:
+    """*count* stores over one data set, as workers of one deployment open them: one
+    SQLite file opened *count* times, one Valkey key space through *count* clients
+    (memory has no second connection: the one store, *count* times)."""
+    if kind == "memory":
+        async with open_test_store(kind, tmp_path, valkey) as memory:
+            yield [memory] * count
+        return
+    path, prefix = str(tmp_path / f"shared-{secrets.token_hex(4)}.db"), secrets.token_hex(4)
+    async with contextlib.AsyncExitStack() as stack:
+        stores: list[StateStore] = []
+        for _ in range(count):
+            if kind == "sqlite":
+                sqlite = await SqliteStore.open(path)
+                stack.push_async_callback(sqlite.aclose)
+                stores.append(sqlite)
+            else:
+                from resolvent.redis import RedisStore
+
+                assert valkey is not None
+                client = RedisStore.connect(valkey, prefix=f"test-{prefix}")
+                stores.append(await stack.enter_async_context(client))
+        yield stores

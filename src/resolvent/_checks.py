@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ._annotations import NO_DEFAULT, Unresolved, type_name, unresolved_error
 from ._errors import InvalidSignature, ResolventError
 from ._kinds import Kind, entered_class, enters_unknown
-from ._registry import Provider, Registry
+from ._registry import LASTING, Provider, Registry
 from ._scopes import Scope
 from ._signature import FunctionInfo, Param
 from ._typecheck import accepted_data, may_hold
@@ -288,8 +288,13 @@ def _is_cm_class(cls: type) -> bool:
 
 
 def check_lifetime(walk: Walk, node: Node, param: Param, child: Node) -> None:
-    """Refuse a longer-lived value that depends on a shorter-lived one (a captive)."""
+    """Refuse a longer-lived value that depends on a shorter-lived one (a captive), and
+    a resolver that must be APP-scoped (`LASTING`) and is not."""
     outer, inner = node.provider.scope, child.provider.scope
+    if inner < Scope.APP:
+        lasting = getattr(node.provider.fn, LASTING, None)
+        if lasting is not None and param.name in lasting:
+            _short_lived(walk, node, param, child, *lasting[param.name])
     if inner >= outer:
         return
     raise InvalidSignature(
@@ -300,6 +305,24 @@ def check_lifetime(walk: Walk, node: Node, param: Param, child: Node) -> None:
         f"{inner.name}'s {child.name} forever.\n"
         f"  fix: register {child.name} with scope={outer!r} or longer, or register "
         f"{node.name} with scope={inner!r}",
+        path=(*names(walk, node.key), child.name),
+        offending=1,
+    )
+
+
+def _short_lived(walk: Walk, node: Node, param: Param, child: Node, what: str, why: str) -> None:
+    """Raise for *child*, which *node* needs for the whole APP scope, and is shorter-lived."""
+    scope = child.provider.scope
+    short = getattr(child.provider.fn, "__name__", None) or child.name
+    unregistered = (
+        " (as is every resolver used without registering it)" if scope is Scope.CALL else ""
+    )
+    raise InvalidSignature(
+        f"{node.name} takes {what} from {child.name} through parameter {param.name!r}, "
+        f"which is {scope!r}{unregistered}; it must be Scope.APP: {why}.\n"
+        f"  path: {path(walk, node.key, param.name)} -> {child.name}\n"
+        f"  fix: register it for the app's lifetime: "
+        f"`container.provide({short}, scope=Scope.APP)`",
         path=(*names(walk, node.key), child.name),
         offending=1,
     )

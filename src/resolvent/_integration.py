@@ -46,7 +46,7 @@ from ._questions import (
     register_outcome_family,
     register_question,
 )
-from ._registry import IMPLICIT_SCOPE
+from ._registry import IMPLICIT_SCOPE, LASTING
 from ._scopes import Scope
 from ._signature import RESOLVE_MARKERS, register_resolve_marker
 from ._startup import register_start_check
@@ -58,6 +58,7 @@ from ._teardown import Kept, settle
 __all__ = (
     "HANDLER",
     "IMPLICIT_SCOPE",
+    "LASTING",
     "RESOLVE_MARKERS",
     "AnswerTimeout",
     "Asker",

@@ -15,9 +15,20 @@ from ._record import record
 from ._scopes import Scope
 from ._signature import FunctionInfo, Param, markers_epoch, read_function
 
-__all__ = ("IMPLICIT_SCOPE", "Closure", "Expansion", "Provider", "Registry", "resolver_key")
+__all__ = (
+    "IMPLICIT_SCOPE",
+    "LASTING",
+    "Closure",
+    "Expansion",
+    "Provider",
+    "Registry",
+    "resolver_key",
+)
 
 IMPLICIT_SCOPE = "__resolvent_scope__"
+LASTING = "__resolvent_lasting__"
+"""On a resolver: ``{parameter: (what it takes, why it must last)}`` for parameters whose
+resolver must be APP-scoped (a `State`'s store); the compiler refuses a shorter one."""
 
 
 def resolver_key(fn: Any) -> Hashable:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 # would be a circle, so even the public names come from the interface.
 from ._integration import (
     IMPLICIT_SCOPE,
+    LASTING,
     MemoryStore,
     Resolve,
     Scope,
@@ -204,7 +205,8 @@ class State(Generic[M]):
         model: the pydantic model of the values.
         store: where values live: a store URL (see `open_store`), or an APP-scoped
             provider of a `StateStore` (so its opening and closing are the container's
-            APP lifetime). Default: one `MemoryStore` per container.
+            APP lifetime; a shorter-lived one is refused at compile time). Default: one
+            `MemoryStore` per container.
         principal: a resolver naming the caller (it may take framework values such as
             the MCP ``Context``). Default: the authenticated MCP principal, else
             `ANONYMOUS`.
@@ -216,6 +218,8 @@ class State(Generic[M]):
         version: the schema version written with every value.
         migrate: ``migrate(old_version, data) -> data`` turns the JSON data of an older
             version into data the model validates; without it, such a value is an error.
+            It is never called for a newer version: such a value is a `StateError`, and
+            nothing is written back.
         lease: seconds an edit may hold a handle; past it another call may take the
             handle over, and the late edit fails without writing.
         wait: seconds an edit or read waits for another call's lease before failing
@@ -299,6 +303,11 @@ class State(Generic[M]):
         fn.__qualname__ = f"State[{self.name!r}].{verb}"
         fn.__module__ = "resolvent"
         fn.__doc__ = f"The {self.name} {'for' if handle else 'this call creates'} ({verb})."
+        why = (
+            "a store opened per call or session would be closed, its values with it, "
+            f"and every {self.name} handle would be not found or expired"
+        )
+        setattr(fn, LASTING, {_STORE: (f"the store of its {self.name}s", why)})
 
     def _make_new(self) -> Callable[..., AsyncIterator[Held[M]]]:
         state = self
@@ -450,6 +459,15 @@ class State(Generic[M]):
             version = int(header)
         except ValueError:
             version = -1
+        if version > self.version:  # a newer worker wrote it: never migrate it backwards
+            raise StateError(
+                f"{self.name} {key.handle!r}: the stored value has schema version {version}, "
+                f"newer than this server's version {self.version}; it was neither read nor "
+                "changed.\n"
+                f"  fix: finish deploying the server with State({self.name!r}, ..., "
+                f"version={version}) to every worker, and keep older workers out of rotation "
+                "until then"
+            )
         try:
             if version == self.version:
                 return self.model.model_validate_json(payload)
@@ -469,10 +487,6 @@ class State(Generic[M]):
             f"{self.name} {key.handle!r}: the stored value has schema version {version}, "
             f"and this server reads version {self.version}.\n"
             f"  fix: pass State({self.name!r}, ..., migrate=...) to convert older versions"
-            if version < self.version
-            else f"{self.name} {key.handle!r}: the stored value has schema version {version}, "
-            f"newer than this server's {self.version}.\n"
-            "  fix: run the newer server, or keep the versions in step across workers"
         )
 
 
