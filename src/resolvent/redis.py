@@ -158,19 +158,29 @@ class RedisStore:
             )
         except ValueError as exc:
             raise ResolventError(f"cannot use {redact(url)!r} as a Redis URL: {exc}") from exc
-        async with client:
-            try:
-                with anyio.fail_after(connect_timeout):
-                    await client.ping()
-            except (OSError, TimeoutError, coredis.exceptions.RedisError) as exc:
-                raise ResolventError(
-                    f"cannot reach {redact(url)}: {type(exc).__name__}: {exc or 'timed out'}.\n"
-                    "  fix: start the server, or pass the URL of a running one"
-                ) from exc
-            store = cls(client, prefix=prefix, clock=clock)
-            for script in (store._create, store._load, store._save):
-                await client.script_load(script.script)  # no NOSCRIPT round trip on first use
-            yield store
+        unreachable: ResolventError | None = None
+        try:
+            async with client:
+                try:
+                    with anyio.fail_after(connect_timeout):
+                        await client.ping()
+                except (OSError, TimeoutError, coredis.exceptions.RedisError) as exc:
+                    unreachable = ResolventError(
+                        f"cannot reach {redact(url)}: {type(exc).__name__}: "
+                        f"{exc or 'timed out'}.\n"
+                        "  fix: start the server, or pass the URL of a running one"
+                    )
+                    raise unreachable from exc
+                store = cls(client, prefix=prefix, clock=clock)
+                for script in (store._create, store._load, store._save):
+                    await client.script_load(script.script)  # no NOSCRIPT round trip
+                yield store
+        except BaseExceptionGroup as group:
+            # The client's own task group wraps what leaves its block: the caller gets
+            # the one error that says what failed, not a group around it.
+            if unreachable is None or group.subgroup(lambda e: e is unreachable) is None:
+                raise
+            raise unreachable from unreachable.__cause__
 
     def key(self, key: StateKey) -> str:
         """The Redis key of *key*: ``{prefix}:{kind}:{owner}:{handle}``."""

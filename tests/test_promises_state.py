@@ -1,0 +1,277 @@
+"""Promises of docs/state.md that a realistic slip in the code would break quietly.
+
+Each test is written from a sentence of the docs (quoted above it) and runs through the
+public API: a container's calls, the three stores (SQLite on a file, a real Valkey server),
+asyncio and trio.
+"""
+
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from mcp_helpers import free_port
+from resolvent import (
+    Container,
+    Handle,
+    Held,
+    MemoryStore,
+    ResolventError,
+    Resolve,
+    Scope,
+    State,
+    StateConflict,
+    StateError,
+    StateNotFound,
+    StateStore,
+    open_store,
+)
+from state_helpers import STORES, Clock, open_test_store, valkey_url  # noqa: F401
+
+pytestmark = pytest.mark.network  # the Redis store talks to 127.0.0.1
+
+
+class Cart(BaseModel):
+    items: dict[str, int] = {}
+
+
+class CartV2(BaseModel):
+    lines: list[str] = []
+
+
+def ada() -> str:
+    return "ada"
+
+
+class Carts:
+    """One kind of state on a given store, and the handlers the tests call."""
+
+    def __init__(self, container: Container, store: Callable[..., Any], **options: Any) -> None:
+        self.container = container
+        options.setdefault("principal", ada)
+        self.state = carts = State("cart", options.pop("model", Cart), store=store, **options)
+        self.gate: Callable[[], Any] | None = None
+
+        async def open_cart(cart: Annotated[Held[Any], Resolve(carts.new)]) -> str:
+            return cart.handle
+
+        async def add(cart: Handle, item: str, edit: Annotated[Held[Any], Resolve(carts.edit)]):
+            edit.value.items[item] = edit.value.items.get(item, 0) + 1
+            if self.gate is not None:
+                await self.gate()
+            return dict(edit.value.items)
+
+        async def show(cart: Handle, value: Annotated[Any, Resolve(carts.read)]) -> Any:
+            return value
+
+        async def drop(cart: Handle, edit: Annotated[Held[Any], Resolve(carts.edit)]) -> None:
+            edit.delete()
+            if self.gate is not None:
+                await self.gate()
+
+        self.open_cart, self.add, self.show, self.drop = open_cart, add, show, drop
+
+    async def run(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        return await self.container.run(fn, **kwargs)
+
+
+def provider_of(store: StateStore) -> Callable[..., Any]:
+    async def provide() -> AsyncIterator[StateStore]:
+        yield store
+
+    return provide
+
+
+def on(store: StateStore, **options: Any) -> Carts:
+    """A fresh container whose one kind of state lives in *store*."""
+    container = Container()
+    provide = provider_of(store)
+    container.provide(provide, scope=Scope.APP)
+    return Carts(container, provide, **options)
+
+
+@pytest.fixture(params=STORES)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    if kind == "redis":
+        request.getfixturevalue("valkey_url")
+    return kind
+
+
+def opened(kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock | None = None):
+    valkey = request.getfixturevalue("valkey_url") if kind == "redis" else None
+    return open_test_store(kind, tmp_path, valkey, clock)
+
+
+# "every read and edit refreshes it" (the idle time-to-live): the refresh that ends an
+# edit counts from its end, so a long edit does not leave its value about to expire.
+async def test_an_edit_refreshes_the_idle_time_when_it_ends(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    clock = Clock()
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        carts = on(store, idle_ttl=100, lease=1000)
+        async with carts.container:
+            handle = await carts.run(carts.open_cart)
+
+            async def long_edit() -> None:
+                clock.advance(90)  # the handler works for 90 s of the 100 s idle time
+
+            carts.gate = long_edit
+            await carts.run(carts.add, cart=handle, item="apple")
+            carts.gate = None
+            clock.advance(99)  # 99 s since the edit ended (189 s since it began)
+            assert await carts.run(carts.show, cart=handle) == Cart(items={"apple": 1})
+
+
+# "An edit that outlives it may be taken over by another call; its own save then fails with
+# StateConflict ... and nothing of it is written." A delete is such a save.
+async def test_a_delete_past_its_lease_fails_and_deletes_nothing(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    clock = Clock()
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        carts = on(store, lease=30, wait=30)
+        async with carts.container:
+            handle = await carts.run(carts.open_cart)
+            inside, release = anyio.Event(), anyio.Event()
+
+            async def slow() -> None:
+                inside.set()
+                await release.wait()
+
+            carts.gate = slow
+            failures: list[BaseException] = []
+
+            async def late_delete() -> None:
+                try:
+                    await carts.run(carts.drop, cart=handle)
+                except StateConflict as exc:
+                    failures.append(exc)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(late_delete)
+                await inside.wait()
+                carts.gate = None
+                clock.advance(31)  # the delete's lease ran out; another call takes it
+                assert await carts.run(carts.add, cart=handle, item="kept") == {"kept": 1}
+                release.set()
+            assert len(failures) == 1, "a delete that lost its lease reported success"
+            assert await carts.run(carts.show, cart=handle) == Cart(items={"kept": 1})
+
+
+# "A value that no longer validates raises StateError naming the kind, the handle and what
+# failed" -- and every such call says so: the failed edit holds nothing afterwards.
+async def test_an_edit_of_a_value_that_does_not_decode_lets_go_of_it(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with opened(store_kind, tmp_path, request) as store:
+        old = on(store, wait=0.05)
+        new = on(store, model=CartV2, version=2, wait=0.05)  # no migrate: v1 is an error
+        async with old.container, new.container:
+            handle = await old.run(old.open_cart)
+            for _ in range(2):  # the second edit sees the error too, not a conflict
+                with pytest.raises(StateError, match="schema version 1") as caught:
+                    await new.run(new.add, cart=handle, item="x")
+                assert not isinstance(caught.value, StateConflict)
+            assert await old.run(old.add, cart=handle, item="apple") == {"apple": 1}
+
+
+# "carts.new ... The value is stored when the call succeeds" and `delete()`: "the handle
+# is not found afterwards" -- a value made and deleted in one call is never stored.
+async def test_a_value_created_and_deleted_in_one_call_is_not_stored(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with opened(store_kind, tmp_path, request) as store:
+        carts = on(store)
+
+        async def open_and_discard(cart: Annotated[Held[Cart], Resolve(carts.state.new)]) -> str:
+            cart.delete()
+            return cart.handle
+
+        async with carts.container:
+            handle = await carts.run(open_and_discard)
+            with pytest.raises(StateNotFound, match="not found or expired"):
+                await carts.run(carts.show, cart=handle)
+        if isinstance(store, MemoryStore):
+            assert len(store) == 0
+
+
+# "A value larger than max_size= bytes (1 MB by default) is refused": one of exactly
+# max_size bytes is not larger, so it is stored.
+async def test_a_value_of_exactly_max_size_bytes_is_stored() -> None:
+    store = MemoryStore()
+    tight = on(store, max_size=1)
+    async with tight.container:
+        with pytest.raises(StateError, match=r"takes \d+ bytes, over the limit of 1") as caught:
+            await tight.run(tight.open_cart)
+    size = int(re.search(r"takes ([\d,]+) bytes", str(caught.value))[1].replace(",", ""))  # type: ignore[index]
+    exact = on(store, max_size=size)
+    async with exact.container:
+        handle = await exact.run(exact.open_cart)
+        assert await exact.run(exact.show, cart=handle) == Cart()
+    below = on(store, max_size=size - 1)
+    async with below.container:
+        with pytest.raises(StateError, match="over the limit"):
+            await below.run(below.open_cart)
+
+
+# "Kinds that name the same URL share one store."
+async def test_kinds_naming_the_same_url_share_one_store() -> None:
+    container = Container()
+    first = Carts(container, State("cart", Cart, store="memory:").store)
+    second = Carts(container, State("cart", Cart, store="memory:").store)
+    async with container:
+        handle = await first.run(first.open_cart)
+        await first.run(first.add, cart=handle, item="apple")
+        assert await second.run(second.show, cart=handle) == Cart(items={"apple": 1})
+
+
+# "sqlite:///relative.db" (the table of stores): three slashes before a relative path,
+# which is relative to the working directory.
+async def test_a_relative_sqlite_url_opens_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    name = f"relative-{free_port()}.db"
+    carts = State("cart", Cart, store=f"sqlite:///{name}", principal=ada)
+    container = Container()
+    kit = Carts(container, carts.store)
+    async with container:
+        handle = await kit.run(kit.open_cart)
+    assert not Path("/", name).exists()
+    with sqlite3.connect(tmp_path / name) as conn:
+        assert conn.execute("select handle from resolvent_state").fetchall() == [(handle,)]
+
+
+# "every read ... refreshes it" and "Redis removes them with PEXPIRE": the refresh reaches
+# the server's own expiry of the key, or the server drops a value still in use.
+async def test_a_redis_read_moves_the_servers_expiry(valkey_url: str) -> None:  # noqa: F811
+    from resolvent.redis import RedisStore
+
+    async with RedisStore.connect(valkey_url, prefix=f"p{free_port()}") as store:
+        short = on(store, idle_ttl=5)
+        long = on(store, idle_ttl=500)
+        async with short.container, long.container:
+            handle = await short.run(short.open_cart)
+            await long.run(long.show, cart=handle)
+        keys = [key async for key in store.client.scan_iter(match=f"{store.prefix}:*")]
+        assert len(keys) == 1
+        assert await store.client.pttl(keys[0]) > 100_000  # not the 5 s the value began with
+
+
+# "an unreachable store is one public error naming the redacted URL and cause" and "a
+# store that cannot be reached fails the start with 'cannot reach redis://…: …'"
+@pytest.mark.parametrize("userinfo", [":s3cret-pw", "alice:s3cret-pw"])
+async def test_cannot_reach_redis_names_the_url_without_its_password(userinfo: str) -> None:
+    url = f"redis://{userinfo}@127.0.0.1:{free_port()}/0"
+    with pytest.raises(ResolventError, match="cannot reach redis://") as caught:
+        async with open_store(url):
+            pass
+    assert "s3cret-pw" not in str(caught.value)
+    assert "127.0.0.1" in str(caught.value)
