@@ -1,0 +1,219 @@
+"""Promises of docs/mcp.md, docs/state.md and docs/starlette.md about the integrations that
+a realistic slip in the adapter code would break quietly.
+
+Each test is written from a sentence of the docs (quoted above it), through the SDK's real
+client or Starlette's real test client, on asyncio and trio.
+"""
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from typing import Annotated, Any
+
+import anyio
+import pytest
+from fastapi import FastAPI
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel
+from starlette.testclient import TestClient
+
+from mcp_helpers import MODES, client, text
+from resolvent import Container, Handle, Held, Resolve, ResolventError, Scope, State
+from resolvent.mcp import inject
+
+
+class Cart(BaseModel):
+    items: dict[str, int] = {}
+
+
+@contextlib.contextmanager
+def signed_in(subject: str | None, client_id: str) -> Iterator[None]:
+    """What the SDK's auth middleware does for a request with a verified bearer token."""
+    token = AccessToken(token=f"t-{subject}", client_id=client_id, subject=subject, scopes=[])
+    reset = auth_context_var.set(AuthenticatedUser(token))
+    try:
+        yield
+    finally:
+        auth_context_var.reset(reset)
+
+
+def cart_server() -> tuple[MCPServer, Container]:
+    container = Container()
+    server = MCPServer("carts", lifespan=container.lifespan)
+    carts = State("cart", Cart)
+
+    @server.tool()
+    @inject(container)
+    async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> str:
+        return cart.handle
+
+    @server.tool()
+    @inject(container)
+    async def show_cart(cart: Handle, value: Annotated[Cart, Resolve(carts.read)]) -> str:
+        return repr(value.items)
+
+    return server, container
+
+
+# "The principal is, on MCP, the SDK's authenticated token (get_access_token(): its
+# subject, else its client id)": users signing in through one OAuth client stay apart.
+@pytest.mark.parametrize("mode", MODES)
+async def test_users_of_one_oauth_client_are_different_principals(mode: str) -> None:
+    server, container = cart_server()
+    async with container:  # one APP scope (one memory store) for every client below
+        with signed_in("alice", "shop-app"):
+            async with client(server, mode) as alice:
+                handle = text(await alice.call_tool("open_cart", {}))
+                assert text(await alice.call_tool("show_cart", {"cart": handle})) == "{}"
+        with signed_in("bob", "shop-app"):
+            async with client(server, mode) as bob:
+                refused = await bob.call_tool("show_cart", {"cart": handle})
+        assert refused.is_error and "not found or expired" in text(refused)
+        with signed_in("alice", "shop-app"):
+            async with client(server, mode) as alice_again:
+                assert text(await alice_again.call_tool("show_cart", {"cart": handle})) == "{}"
+        with signed_in(None, "robot"):  # no subject: the client id is the principal
+            async with client(server, mode) as robot:
+                mine = text(await robot.call_tool("open_cart", {}))
+        with signed_in(None, "robot"):
+            async with client(server, mode) as robot_again:
+                assert text(await robot_again.call_tool("show_cart", {"cart": mine})) == "{}"
+
+
+class Tracked:
+    """SESSION values by key (the tool's `user` argument), each with a close event."""
+
+    def __init__(self) -> None:
+        self.opened: list[str] = []
+        self.closed: dict[str, anyio.Event] = {}
+        self.long_call = 0.0
+
+    def closing(self, name: str) -> anyio.Event:
+        return self.closed.setdefault(name, anyio.Event())
+
+
+def keyed_server(tracked: Tracked, **options: Any) -> MCPServer:
+    container = Container()
+    server = MCPServer("keyed", lifespan=container.lifespan)
+
+    @container.provider(scope=Scope.SESSION)
+    async def account() -> AsyncIterator[dict[str, str]]:
+        value: dict[str, str] = {}
+        try:
+            yield value
+        finally:
+            tracked.closing(value["name"]).set()
+
+    @server.tool()
+    @inject(
+        container,
+        session_key=lambda ctx: ctx.request_context.params["arguments"]["user"],
+        **options,
+    )
+    async def visit(user: str, acct: Annotated[dict[str, str], Resolve(account)]) -> str:
+        if "name" not in acct:
+            acct["name"] = user
+            tracked.opened.append(user)
+        if tracked.long_call:
+            await anyio.sleep(tracked.long_call)
+        return acct["name"]
+
+    return server
+
+
+# "Past max_sessions, the least recently used idle one is closed" (docs/mcp.md, keyed
+# sessions): a session used again is newer than one created after it.
+async def test_past_max_sessions_the_least_recently_used_session_is_closed() -> None:
+    tracked = Tracked()
+    server = keyed_server(tracked, max_sessions=2)
+    async with client(server, "2026-07-28") as c:
+        for user in ("alice", "bob", "alice", "carol"):
+            assert text(await c.call_tool("visit", {"user": user})) == user
+        with anyio.fail_after(5):
+            await tracked.closing("bob").wait()
+        assert not tracked.closing("alice").is_set()
+        assert text(await c.call_tool("visit", {"user": "alice"})) == "alice"
+        assert tracked.opened == ["alice", "bob", "carol"]
+
+
+# "one left unused for session_idle_timeout seconds is closed": unused counts from the
+# end of its last call, so a call longer than the idle time does not close it at its end.
+async def test_a_keyed_session_is_idle_from_the_end_of_its_last_call() -> None:
+    tracked = Tracked()
+    server = keyed_server(tracked, session_idle_timeout=0.5)
+    async with client(server, "2026-07-28") as c:
+        tracked.long_call = 0.6
+        assert text(await c.call_tool("visit", {"user": "alice"})) == "alice"
+        tracked.long_call = 0.0
+        await anyio.sleep(0.05)  # the table's watcher runs when the call ends
+        assert not tracked.closing("alice").is_set(), "closed the moment its long call ended"
+        assert text(await c.call_tool("visit", {"user": "alice"})) == "alice"
+        assert tracked.opened == ["alice"]
+
+
+async def word() -> str:
+    return "real"
+
+
+# docs/testing.md: "with container.override(...)" swaps a provider "for tests, compiled
+# plans included" -- also the plan of a tool that takes Context, once it is hot.
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_override_reaches_a_hot_tool_that_takes_context(mode: str) -> None:
+    container = Container()
+    server = MCPServer("t", lifespan=container.lifespan)
+
+    @server.tool()
+    @inject(container)
+    async def greet(w: Annotated[str, Resolve(word)], ctx: Context) -> str:
+        assert ctx.request_context is not None
+        return w
+
+    async def fake() -> str:
+        return "fake"
+
+    async with client(server, mode) as c:
+        for _ in range(6):  # hot by now: the tool starts its generated code itself
+            assert text(await c.call_tool("greet", {})) == "real"
+        with container.override(word, fake):
+            for _ in range(3):
+                assert text(await c.call_tool("greet", {})) == "fake"
+        assert text(await c.call_tool("greet", {})) == "real"
+
+
+# docs/starlette.md: the APP scope is the app's lifespan (`lifespan=container.lifespan`);
+# core: "container.run(...) outside an open container ... raises an error that says how
+# to fix it" -- the same for a route of an app served without that lifespan, every call.
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("scope", [Scope.APP, Scope.CALL])
+def test_a_route_of_an_app_without_the_container_lifespan_says_so(
+    backend: str, scope: Scope
+) -> None:
+    from resolvent.starlette import inject as web_inject
+
+    container = Container()
+
+    @container.provider(scope=Scope.APP)
+    async def pool() -> str:
+        return "pool"
+
+    async def user(p: Annotated[str, Resolve(pool)]) -> str:
+        return f"user of {p}"
+
+    if scope is Scope.CALL:
+        dependency: Any = user
+    else:
+        dependency = pool
+    app = FastAPI()  # the lifespan forgotten
+
+    @app.get("/")
+    @web_inject(container)
+    async def home(v: Annotated[str, Resolve(dependency)]) -> str:
+        return v
+
+    with TestClient(app, backend=backend) as web:
+        for _ in range(5):  # cold and hot alike
+            with pytest.raises(ResolventError, match="not open") as caught:
+                web.get("/")
+            assert "lifespan" in str(caught.value) or "async with" in str(caught.value)
