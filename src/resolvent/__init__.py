@@ -17,8 +17,9 @@ from ._errors import (
     StateConflict,
     StateError,
     StateNotFound,
+    StateTooLarge,
 )
-from ._markers import Elicit, Resolve, inline
+from ._markers import Elicit, Resolve, inline, settles
 from ._plan import Plan
 from ._scopes import Scope
 
@@ -49,8 +50,10 @@ __all__ = (
     "StateKey",
     "StateNotFound",
     "StateStore",
+    "StateTooLarge",
     "inline",
     "open_store",
+    "settles",
 )
 
 __version__ = "0.1.0"

@@ -16,14 +16,14 @@ import anyio
 
 from ._annotations import with_article
 from ._cache import LiveScope
-from ._errors import AnswerTimeout, ResolventError
+from ._errors import AnswerTimeout, InputRequired, ResolventError
 from ._executor import EMPTY, timed_out
 from ._interpreter import interpret
 from ._plan import Plan, Step
 from ._plans import callable_name, check_scopes
 from ._questions import Asker
 from ._sharing import Sharing
-from ._teardown import Exits, close_resources, settle
+from ._teardown import Exits, close_resources, settle, settle_writes
 from ._threads import abandonable
 
 __all__ = ("Call", "CallHost")
@@ -201,9 +201,37 @@ class Call:
             check_scopes(plan, self._container._app, self._session)
             args = bound
         timeout = self._container.call_timeout
+        if self.rounds is not None:
+            try:
+                if timeout is None:
+                    return await self._resolve(plan, args)
+                return await self._resolve_within(plan, args, timeout)
+            except InputRequired as pending:
+                # A round that ends by asking is not a success: what it would write is
+                # rolled back now, before the question leaves (see `settle`).
+                await settle_writes(self.exits, pending)
+                raise
         if timeout is None:
             return await self._resolve(plan, args)
         return await self._resolve_within(plan, args, timeout)
+
+    async def settle(self, exc: BaseException | None = None) -> None:
+        """Settle this call's writes now, before its answer leaves: close the resources
+        marked `settles` (a `State` edit or creation, a transaction), committing if *exc*
+        is None and rolling back with *exc* otherwise. Other resources stay open until
+        the call's block ends.
+
+        An integration calls it once the handler's outcome is known and before it sends
+        the result (a web response after which the call stays open to stream); without
+        it, the call's block settles them as it closes. A round that ends by asking
+        (`InputRequired`) settles by itself, rolling back.
+
+        Raises:
+            Exception: with *exc* None, the error of a write that was refused (a
+                `StateConflict`, a value over its size limit, an unreachable store):
+                the call's error, to answer with instead of the result.
+        """
+        await settle_writes(self.exits, exc)
 
     async def _resolve_within(
         self, plan: Plan, args: Mapping[str, Any], seconds: float

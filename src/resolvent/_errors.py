@@ -15,6 +15,7 @@ __all__ = (
     "StateConflict",
     "StateError",
     "StateNotFound",
+    "StateTooLarge",
 )
 
 
@@ -246,8 +247,9 @@ class StateError(ResolventError):
     """State kept across calls could not be read or written.
 
     Raised for a stored value that no longer validates (naming the kind and the handle),
-    a new value over the size limit, and, as its subclasses, a handle that is not found
-    (`StateNotFound`) or an edit that could not be made atomically (`StateConflict`).
+    and, as its subclasses, a handle that is not found (`StateNotFound`), an edit that
+    could not be made atomically (`StateConflict`) or a new value over the size limit
+    (`StateTooLarge`).
     Nothing was written when it is raised. Under ``resolvent.mcp`` it reaches the client
     as a tool error with this text.
     """
@@ -267,3 +269,8 @@ class StateConflict(StateError):
 
     Stores raise it from ``load`` when another call's lease holds the value.
     """
+
+
+class StateTooLarge(StateError):
+    """A value to save takes more bytes than its `State`'s ``max_size``; nothing was
+    written. A web route answers it with 413 (Content Too Large)."""

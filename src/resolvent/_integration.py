@@ -27,11 +27,12 @@ from ._errors import (
     StateConflict,
     StateError,
     StateNotFound,
+    StateTooLarge,
 )
 from ._executor import is_cold
 from ._home import spawn_home
 from ._log import logger
-from ._markers import HANDLER, Resolve, inline
+from ._markers import HANDLER, Resolve, inline, settles
 from ._overrides import OverrideBlock
 from ._plan import Plan, Step
 from ._plans import Starter
@@ -78,6 +79,7 @@ __all__ = (
     "StateKey",
     "StateNotFound",
     "StateStore",
+    "StateTooLarge",
     "Step",
     "app_scope",
     "argument_parameters",
@@ -103,6 +105,7 @@ __all__ = (
     "register_resolve_marker",
     "register_start_check",
     "settle",
+    "settles",
     "shown_hints",
     "spawn_home",
 )

@@ -17,9 +17,10 @@ else:
     # bound (a string bound compiles a ForwardRef at import).
     ModelT = TypeVar("ModelT")
 
-__all__ = ("Elicit", "Resolve", "inline", "inline_epoch", "is_inline")
+__all__ = ("Elicit", "Resolve", "inline", "inline_epoch", "is_inline", "is_settling", "settles")
 
 _INLINE = "__resolvent_inline__"
+_SETTLES = "__resolvent_settles__"
 HANDLER = "__resolvent_handler__"
 """The attribute an integration's wrapper (``resolvent.starlette.inject``) keeps the
 function it wraps in, for the command line to compile the handler, not the wrapper."""
@@ -98,15 +99,20 @@ def inline(fn: F, /) -> F:
             "@inject, on the def itself"
         )
     global _inline_epoch
-    try:
-        setattr(fn, _INLINE, True)
-    except (AttributeError, TypeError):
-        raise TypeError(
-            f"@inline cannot mark {fn!r}: it takes no attributes.\n"
-            "  fix: wrap it in a def and mark that"
-        ) from None
+    _mark(fn, _INLINE, "@inline", "a def")
     _inline_epoch += 1
     return fn
+
+
+def _mark(fn: Any, attribute: str, marker: str, wrapper: str) -> None:
+    """Set a marker's *attribute* on *fn*, or say that *fn* takes none."""
+    try:
+        setattr(fn, attribute, True)
+    except (AttributeError, TypeError):
+        raise TypeError(
+            f"{marker} cannot mark {fn!r}: it takes no attributes.\n"
+            f"  fix: wrap it in {wrapper} and mark that"
+        ) from None
 
 
 _inline_epoch = 0
@@ -123,3 +129,46 @@ def is_inline(fn: Any) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func  # pyright: ignore[reportUnknownMemberType]
     return getattr(fn, _INLINE, False) is True
+
+
+def settles(fn: F, /) -> F:
+    """Mark a CALL resource whose teardown settles the call's writes before the answer.
+
+    A resource marked ``@settles`` (a transaction, a unit of work, an outbox) is closed
+    as soon as the handler's outcome is known, before its result leaves the integration:
+    before a web response is sent, before an MCP tool's result is returned, before
+    `Container.run` returns. Its teardown receives the outcome as any resource's does:
+    no exception when the handler succeeded (commit), the handler's exception otherwise
+    (roll back), and `InputRequired` when a multi-round call's round ends by asking (a
+    round is not a success: roll back). An error its teardown raises after a success is
+    the call's error: the web answers with an error response, an MCP tool with a tool
+    error. Other resources close as ever (a web route's after its response is sent).
+    Returns *fn* itself.
+
+    ```python
+    @settles
+    async def transaction(db: Annotated[Db, Resolve(database)]) -> AsyncIterator[Tx]:
+        tx = await db.begin()
+        try:
+            yield tx
+        except BaseException:
+            await tx.rollback()
+            raise
+        await tx.commit()
+    ```
+
+    The mark matters on a CALL-scoped resource (a generator, or a function returning a
+    context manager); `State`'s ``new`` and ``edit`` carry it.
+
+    Raises:
+        TypeError: *fn* takes no attributes (a builtin); wrap it in a function.
+    """
+    _mark(fn, _SETTLES, "@settles", "a generator function")
+    return fn
+
+
+def is_settling(fn: Any) -> bool:
+    """Whether *fn* (or the function a `functools.partial` wraps) is marked `settles`."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func  # pyright: ignore[reportUnknownMemberType]
+    return getattr(fn, _SETTLES, False) is True

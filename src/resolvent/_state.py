@@ -37,9 +37,11 @@ from ._integration import (
     StateKey,
     StateNotFound,
     StateStore,
+    StateTooLarge,
     inline,
     logger,
     open_store,
+    settles,
 )
 
 __all__ = ("ANONYMOUS", "Handle", "Held", "State", "add_principal_source", "memory_store")
@@ -324,7 +326,7 @@ class State(Generic[M]):
             await store.create(key, data, state.idle_ttl, state.max_lifetime)
 
         self._signature(new, "new", AsyncIterator[Held[self.model]], handle=False)  # type: ignore[name-defined]
-        return new
+        return settles(new)
 
     def _make_read(self) -> Callable[..., Any]:
         state, argument = self, self.argument
@@ -358,7 +360,7 @@ class State(Generic[M]):
             await state._commit(store, key, token, held, loaded)
 
         self._signature(edit, "edit", AsyncIterator[Held[self.model]], handle=True)  # type: ignore[name-defined]
-        return edit
+        return settles(edit)
 
     # -- the work ------------------------------------------------------------------------
 
@@ -445,7 +447,7 @@ class State(Generic[M]):
             )
         data = self._header + value.model_dump_json().encode()
         if len(data) > self.max_size:
-            raise StateError(
+            raise StateTooLarge(
                 f"{self.name} {handle!r}: the new value takes {len(data):,} bytes, over the "
                 f"limit of {self.max_size:,}; nothing was saved.\n"
                 f"  fix: keep less in a {self.name}, or raise State({self.name!r}, ..., "

@@ -14,6 +14,7 @@ import anyio.to_thread
 
 from ._context import InContext, Restore
 from ._kinds import Kind
+from ._markers import is_settling
 from ._shield import begin, insert, outer_cancelled, resume
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ __all__ = (
     "finalize",
     "finalize_sync",
     "settle",
+    "settle_writes",
 )
 
 
@@ -128,6 +130,10 @@ class Kept(list[tuple["Step", Any]]):
                 settle(exc, await left)
             return
         settle(exc, await close_guarded(self, exc, guard))
+
+    async def settle(self, exc: BaseException | None) -> None:
+        """Settle the call's writes now (see `settle_writes`), before its answer leaves."""
+        await settle_writes(self, exc)
 
 
 class Held:
@@ -341,6 +347,36 @@ def finalize_sync(step: Step, obj: Any, exc: BaseException | None) -> None:
         return
     obj.close()
     raise RuntimeError(_YIELDED_TWICE.format(step.name))
+
+
+async def settle_writes(exits: list[tuple[Step, Any]], exc: BaseException | None) -> None:
+    """Close the resources among *exits* that settle a call's writes (marked `settles`),
+    in reverse order, now that the call's outcome is known: *exc* None (a success, they
+    commit) or the exception that ended the call (they roll back). The rest stay open,
+    to close with their scope.
+
+    A finalizer's error after a success is the call's error, raised here (one as itself,
+    several as a group); after a failure it becomes a note on *exc*.
+    """
+    picked: list[tuple[Step, Any]] | None = None
+    for pair in exits:
+        if is_settling(pair[0].fn):
+            if picked is None:
+                picked = []
+            picked.append(pair)
+    if picked is None:
+        return
+    exits[:] = [pair for pair in exits if not is_settling(pair[0].fn)]
+    errors: list[BaseException] = []
+    # Not logged: the caller receives each error (raised, or as a note on *exc*).
+    with anyio.CancelScope(shield=True):
+        while picked:
+            step, obj = picked.pop()
+            try:
+                await finalize(step, obj, exc)
+            except BaseException as error:
+                errors.append(error)
+    settle(exc, errors)
 
 
 def settle(exc: BaseException | None, errors: list[BaseException]) -> None:
