@@ -124,7 +124,9 @@ def run_server(
     process printed). *env* is added to this process's environment. Stopped with SIGINT,
     as Ctrl-C would."""
     target = " ".join(command[1:])
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT), **(env or {})}
+    # The package this test run imports (a source tree on PYTHONPATH) serves too.
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path, **(env or {})}
     proc = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,

@@ -15,6 +15,11 @@ function, sending its response) runs when Starlette sends that "response"; on Fa
 scope's exit joins the request's exit stack, which FastAPI leaves after the response.
 Either way a failing handler or a departed client closes the resources too.
 
+What settles the call's writes (resources marked `settles`: `State`'s ``new`` and
+``edit``, a transaction) closes earlier, once the handler's outcome is known and before
+the response is sent; a write refused then is the request's answer instead of the
+handler's: 409 for a `StateConflict`, 413 for a `StateTooLarge` value (see `refused`).
+
 This module needs Starlette (``pip install resolvent[starlette]``); the core never imports it.
 """
 
@@ -30,11 +35,12 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
+from starlette.exceptions import HTTPException
 from starlette.requests import HTTPConnection, Request
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from . import Call, Container, InvalidSignature, Plan
+from . import Call, Container, InvalidSignature, Plan, StateConflict, StateTooLarge
 from . import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope
 from ._integration import (
     HANDLER,
@@ -51,7 +57,7 @@ from ._integration import (
     shown_hints,
 )
 
-__all__ = ("inject",)
+__all__ = ("inject", "refused")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,6 +67,36 @@ _CALLS = "resolvent.calls"  # the ASGI scope key of a request's open CALL scopes
 # response is sent, also when the route fails or the client leaves: where its own
 # dependencies with `yield` close.
 _REQUEST_STACK = "fastapi_inner_astack"
+# The stack FastAPI leaves as soon as the route function has returned or raised, before
+# the response is sent (FastAPI >= 0.121): where a request's call settles.
+_FUNCTION_STACK = "fastapi_function_astack"
+
+
+def refused(exc: BaseException) -> HTTPException | None:
+    """The error response for a write the call could not make, or None for any other error.
+
+    A `StateConflict` (another call holds or changed the state) is 409 Conflict, a
+    `StateTooLarge` value 413 Content Too Large; the detail is the error's message,
+    which names the state and the fix. `inject` answers so when a write is refused as
+    the call settles, before the response is sent; raise ``refused(exc)`` yourself
+    to answer the same way to such an error raised elsewhere in a route.
+    """
+    if isinstance(exc, StateConflict):
+        return HTTPException(409, str(exc))
+    if isinstance(exc, StateTooLarge):
+        return HTTPException(413, str(exc))
+    return None
+
+
+async def _settled(settle: Callable[[BaseException | None], Any]) -> None:
+    """Settle a call that succeeded: a write refused now answers the request instead."""
+    try:
+        await settle(None)
+    except Exception as exc:
+        answer = refused(exc)
+        if answer is None:
+            raise
+        raise answer from exc
 
 
 def inject(container: Container) -> Callable[[F], F]:
@@ -157,7 +193,29 @@ async def _held_call(container: Container, connection: HTTPConnection) -> Call |
     await call.__aenter__()
     calls[container] = call
     stack.push_async_exit(_Leave(calls, container, call))
+    # FastAPI leaves the stack of the function's own dependencies once the route has
+    # returned (or raised) and before it sends the response: the call settles there,
+    # whichever of the request's functions opened what settles.
+    settling = connection.scope.get(_FUNCTION_STACK)
+    if isinstance(settling, AsyncExitStack):
+        settling.push_async_exit(_Settle(call))
     return call
+
+
+class _Settle(contextlib.AbstractAsyncContextManager[None]):
+    """The settling of a request's CALL scope, on FastAPI's stack of the route function
+    (see `_held_call`): the route's outcome is known, its response not yet sent."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None:
+            await self.call.settle(exc)
+        else:
+            await _settled(self.call.settle)
 
 
 class _Leave(contextlib.AbstractAsyncContextManager[None]):
@@ -273,12 +331,14 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
         call = calls.get(container)
         if call is not None:  # entered already in this request: its opener closes it
             response = await call.run(plan, **bound)
+            await _settled(call.settle)  # before the response leaves
             await response(scope, receive, send)
             return
         async with container.call(values={Request: connection}) as call:
             calls[container] = call
             try:
                 response = await call.run(plan, **bound)
+                await _settled(call.settle)  # before the response leaves
                 await response(scope, receive, send)
             finally:
                 del calls[container]
@@ -328,10 +388,16 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
                             stack._exit_callbacks.append((False, kept.__aexit__))  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
                         else:
                             stack.push_async_exit(kept)
-                        return await start(kwargs, values, kept, app, None, fn)
+                        result = await start(kwargs, values, kept, app, None, fn)
+                        if kept:  # what settles the writes closes before the response
+                            await _settled(kept.settle)
+                        return result
             held = await _held_call(container, connection)
             if held is not None:
-                return await held.run(plan, **kwargs)
+                result = await held.run(plan, **kwargs)
+                if _FUNCTION_STACK not in scope and alone.last_in(scope.get("route")):
+                    await _settled(held.settle)  # a FastAPI with no stack to settle on
+                return result
             async with request_call(connection) as call:  # not in a FastAPI route
                 return await call.run(plan, **kwargs)
         # Starlette calls an endpoint with the request (or WebSocket), a method with its

@@ -1,0 +1,116 @@
+"""On the web, a call's writes settle before the response is sent.
+
+A write refused as the call settles answers the request (409 for a `StateConflict`, 413
+for a `StateTooLarge` value) instead of the handler's 200, on a FastAPI route, through a
+FastAPI dependency, and on a Starlette endpoint; the value stored is unchanged. Under
+Starlette's `TestClient` on asyncio and trio, every store and container setting; then
+under uvicorn in a subprocess, where a response leaves before the request's exit stack
+closes: `State.new`'s value, written slowly, is there for the request that follows its
+response at once.
+"""
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from modes import MODES, make_container
+from resolvent import MemoryStore
+from settle_apps import build
+from settle_helpers import Faulty
+from state_helpers import STORES, valkey_url  # noqa: F401
+from uvicorn_helpers import serve
+
+pytest.importorskip("fastapi")
+
+BACKENDS = ["asyncio", "trio"]
+WEB_MODES = [m for m in MODES if m != "interpreter"]  # no rounds on the web
+
+
+def store_url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if kind == "memory":
+        return "memory:"
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'seats.db'}"
+    url: str = request.getfixturevalue("valkey_url")
+    return url
+
+
+@pytest.fixture
+def web(
+    request: pytest.FixtureRequest, tmp_path: Path, kind: str, mode: str, backend: str
+) -> Iterator[tuple[TestClient, Faulty]]:
+    faulty = Faulty(MemoryStore())  # its real store opens with the app
+    api, _ = build(faulty, make_container(mode), store_url(kind, tmp_path, request))
+    with TestClient(api, backend=backend) as client:
+        yield client, faulty
+
+
+def noted(client: TestClient, path: str, text: str) -> httpx.Response:
+    return client.post(path, params={"text": text})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", WEB_MODES)
+@pytest.mark.parametrize("kind", STORES)
+def test_a_refused_write_answers_the_request(web: tuple[TestClient, Faulty]) -> None:
+    client, store = web
+    show = client.post("/shows").json()
+    for way in ("notes", "notes-by-dependency"):
+        path = f"/shows/{show}/{way}"
+        assert noted(client, path, way).status_code == 200
+        too_large = noted(client, path, "x" * 400)
+        assert too_large.status_code == 413, too_large.text
+        assert "over the limit of 300" in too_large.json()["detail"]
+        store.refuse = True
+        conflict = noted(client, path, "lost")
+        store.refuse = False
+        assert conflict.status_code == 409, conflict.text
+        assert "nothing of this call was written" in conflict.json()["detail"]
+    assert client.get(f"/shows/{show}").json()["notes"] == ["notes", "notes-by-dependency"]
+    starlette = client.post("/starlette/shows", params={"note": "x" * 400})
+    assert starlette.status_code == 413
+    assert "over the limit of 300" in starlette.text
+    assert client.post("/starlette/shows", params={"note": "ok"}).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def seats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('settle') / 'seats.db'}"
+    os.environ["SETTLE_STORE"] = url
+    try:
+        with serve("settle_apps:served", factory=True) as served:
+            yield served.url
+    finally:
+        del os.environ["SETTLE_STORE"]
+
+
+def fault(base: str, *, refuse: bool = False, slow: float = 0.0) -> None:
+    answer = httpx.post(f"{base}/fault", params={"refuse": int(refuse), "slow": slow})
+    assert answer.json() == "ok"
+
+
+def test_under_uvicorn_writes_settle_before_the_response(seats_server: str) -> None:
+    base = seats_server
+    with httpx.Client(base_url=base, timeout=30) as client:
+        fault(base, slow=0.3)  # every write waits: a response sent first would be seen
+        for path in ("/shows", "/starlette/shows"):
+            show = client.post(path).json()
+            found = client.get(f"/shows/{show}")  # at once, on another connection too
+            assert found.status_code == 200, found.text
+            assert httpx.get(f"{base}/shows/{show}").json()["left"] == 10
+        note = client.post(f"/shows/{show}/notes", params={"text": "a"})
+        assert note.json() == 1
+        assert client.get(f"/shows/{show}").json()["notes"] == ["a"]
+        fault(base, refuse=True)
+        conflict = client.post(f"/shows/{show}/notes", params={"text": "lost"})
+        assert conflict.status_code == 409
+        assert "nothing of this call was written" in json.loads(conflict.text)["detail"]
+        fault(base)
+        too_large = client.post("/starlette/shows", params={"note": "x" * 400})
+        assert too_large.status_code == 413
+        assert client.get(f"/shows/{show}").json()["notes"] == ["a"]
