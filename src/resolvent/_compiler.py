@@ -26,10 +26,10 @@ from ._checks import (
     refuse_unclosable,
     unclassifiable,
 )
+from ._frozen import Frozen, put
 from ._kinds import Kind
 from ._markers import Resolve, is_inline
 from ._plan import AskingStep, Graph, Input, Step, keep_shared
-from ._record import field, record
 from ._registry import Closure, Expansion, Provider, Registry, read, resolver_key
 from ._scopes import Scope
 from ._signature import Param
@@ -37,34 +37,58 @@ from ._signature import Param
 __all__ = ("NO_OVERRIDES", "Overrides", "build_graph")
 
 
-@record
-class Overrides:
+class Overrides(Frozen, compare=True):
     """The overrides active in one context: immutable, one layer per open block.
 
     ``by_key`` and ``by_type`` map a target to ``(block id, replacement)``; ``stamp`` (the
     open blocks' ids, in order) identifies the set for plan caching.
     """
 
-    by_key: dict[Hashable, tuple[int, Callable[..., Any]]] = field(default_factory=dict)
-    by_type: dict[Any, tuple[int, Callable[..., Any]]] = field(default_factory=dict)
-    stamp: tuple[int, ...] = ()
-    layers: tuple[Any, ...] = ()  # the open blocks, in order of entry
-    plain: dict[int, str] = field(default_factory=dict)
+    __slots__ = ("by_key", "by_type", "layers", "plain", "stamp")
+    by_key: dict[Hashable, tuple[int, Callable[..., Any]]]
+    by_type: dict[Any, tuple[int, Callable[..., Any]]]
+    stamp: tuple[int, ...]
+    layers: tuple[Any, ...]  # the open blocks, in order of entry
+    plain: dict[int, str]
     """The blocks entered with a plain ``with`` (they cannot await a close): id -> how
     the block was written, for messages."""
+
+    def __init__(
+        self,
+        by_key: dict[Hashable, tuple[int, Callable[..., Any]]] | None = None,
+        by_type: dict[Any, tuple[int, Callable[..., Any]]] | None = None,
+        stamp: tuple[int, ...] = (),
+        layers: tuple[Any, ...] = (),
+        plain: dict[int, str] | None = None,
+    ) -> None:
+        put(self, "by_key", {} if by_key is None else by_key)
+        put(self, "by_type", {} if by_type is None else by_type)
+        put(self, "stamp", stamp)
+        put(self, "layers", layers)
+        put(self, "plain", {} if plain is None else plain)
 
 
 NO_OVERRIDES = Overrides()
 
 
-@record(frozen=False)
 class _Node:
-    provider: Provider
-    key: Hashable
-    parent: Hashable | None
-    param: str
-    edges: Sequence[tuple[Param, Hashable]] | None = None
-    inputs: Sequence[Input | tuple[Param, Hashable]] = ()
+    __slots__ = ("edges", "inputs", "key", "param", "parent", "provider")
+
+    def __init__(
+        self,
+        provider: Provider,
+        key: Hashable,
+        parent: Hashable | None,
+        param: str,
+        edges: Sequence[tuple[Param, Hashable]] | None = None,
+        inputs: Sequence[Input | tuple[Param, Hashable]] = (),
+    ) -> None:
+        self.provider = provider
+        self.key = key
+        self.parent = parent
+        self.param = param
+        self.edges = edges
+        self.inputs = inputs
 
     @property
     def name(self) -> str:

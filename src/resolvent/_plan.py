@@ -8,17 +8,16 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ._annotations import NO_DEFAULT, type_name
+from ._frozen import Frozen, put
 from ._kinds import Kind
 from ._questions import OutcomeFamily
-from ._record import field, record
 from ._scopes import Scope
 from ._signature import FunctionInfo
 
 __all__ = ("Graph", "Input", "Plan", "PlanCode", "Step", "direct_shape", "keep_shared")
 
 
-@record
-class Input:
+class Input(Frozen, compare=True):
     """Where one parameter's value comes from.
 
     *source* is ``"step"`` (the value of the step whose `Step.index` is *step*), ``"arg"``
@@ -26,17 +25,35 @@ class Input:
     *value_type*).
     """
 
+    __slots__ = ("arg", "default", "name", "outcome", "source", "step", "value_type")
     name: str
     source: str
-    step: int = -1
-    arg: str = ""
-    default: Any = NO_DEFAULT
-    value_type: Any = None
-    outcome: OutcomeFamily | None = None
+    step: int
+    arg: str
+    default: Any
+    value_type: Any
+    outcome: OutcomeFamily | None
+
+    def __init__(
+        self,
+        name: str,
+        source: str,
+        step: int = -1,
+        arg: str = "",
+        default: Any = NO_DEFAULT,
+        value_type: Any = None,
+        outcome: OutcomeFamily | None = None,
+    ) -> None:
+        put(self, "name", name)
+        put(self, "source", source)
+        put(self, "step", step)
+        put(self, "arg", arg)
+        put(self, "default", default)
+        put(self, "value_type", value_type)
+        put(self, "outcome", outcome)
 
 
-@record(eq=False)
-class Step:
+class Step(Frozen):
     """One resolver in the plan, with everything needed to run it.
 
     A step holds nothing about where it sits in a plan, so the plans of one container
@@ -47,6 +64,19 @@ class Step:
     has no wire key (``""``), and its *param* is that of the plan that made it.
     """
 
+    __slots__ = (
+        "awaits",
+        "fn",
+        "index",
+        "inline",
+        "inputs",
+        "key",
+        "kind",
+        "may_ask",
+        "name",
+        "param",
+        "scope",
+    )  # fmt: skip
     index: int
     fn: Callable[..., Any]
     name: str
@@ -57,9 +87,35 @@ class Step:
     may_ask: bool
     inputs: tuple[Input, ...]
     param: str
-    awaits: bool = False
+    awaits: bool
     """Calling *fn* returns an awaitable; for a resource, the context manager is the
     awaited result (``async def f() -> httpx.AsyncClient``)."""
+
+    def __init__(
+        self,
+        index: int,
+        fn: Callable[..., Any],
+        name: str,
+        key: Hashable,
+        scope: Scope,
+        kind: Kind,
+        inline: bool,
+        may_ask: bool,
+        inputs: tuple[Input, ...],
+        param: str,
+        awaits: bool = False,
+    ) -> None:
+        put(self, "index", index)
+        put(self, "fn", fn)
+        put(self, "name", name)
+        put(self, "key", key)
+        put(self, "scope", scope)
+        put(self, "kind", kind)
+        put(self, "inline", inline)
+        put(self, "may_ask", may_ask)
+        put(self, "inputs", inputs)
+        put(self, "param", param)
+        put(self, "awaits", awaits)
 
     if TYPE_CHECKING:  # a field of `AskingStep` only (see below)
 
@@ -84,20 +140,22 @@ class AskingStep(Step):
 
     def __init__(self, wire_key: str, *fields: Any) -> None:
         super().__init__(*fields)
-        object.__setattr__(self, "wire_key", wire_key)
-
-    def __getstate__(self) -> tuple[Any, ...]:
-        return (*super().__getstate__(), self.wire_key)  # type: ignore[misc]
-
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        super().__setstate__(state[:-1])  # type: ignore[misc]
-        object.__setattr__(self, "wire_key", state[-1])
+        put(self, "wire_key", wire_key)
 
 
-@record
-class Graph:
+class Graph(Frozen, compare=True):
     """What the compiler hands to code generation: a plan's steps before it has code."""
 
+    __slots__ = (
+        "arguments",
+        "call_resources",
+        "call_threads",
+        "inputs",
+        "root",
+        "scopes",
+        "steps",
+        "value_types",
+    )  # fmt: skip
     root: FunctionInfo
     steps: tuple[Step, ...]
     inputs: tuple[Input, ...]
@@ -108,6 +166,26 @@ class Graph:
     """Some CALL step is a resource (entered, torn down when the call ends)."""
     call_threads: bool
     """Some CALL step is a plain sync function run in a worker thread."""
+
+    def __init__(
+        self,
+        root: FunctionInfo,
+        steps: tuple[Step, ...],
+        inputs: tuple[Input, ...],
+        arguments: tuple[str, ...],
+        value_types: tuple[Any, ...],
+        scopes: frozenset[Scope],
+        call_resources: bool,
+        call_threads: bool,
+    ) -> None:
+        put(self, "root", root)
+        put(self, "steps", steps)
+        put(self, "inputs", inputs)
+        put(self, "arguments", arguments)
+        put(self, "value_types", value_types)
+        put(self, "scopes", scopes)
+        put(self, "call_resources", call_resources)
+        put(self, "call_threads", call_threads)
 
 
 if TYPE_CHECKING:
@@ -131,8 +209,7 @@ if TYPE_CHECKING:
             ...
 
 
-@record(eq=False)
-class Plan:
+class Plan(Frozen):
     """A function's dependency graph, compiled once into steps in topological order.
 
     Get one from `Container.compile`. A plan is immutable and holds everything needed to
@@ -147,6 +224,32 @@ class Plan:
         code: what generates the plan's code (the executor's `PlanCode`).
     """
 
+    __slots__ = (
+        "_direct",
+        "_entry",
+        "_generated",
+        "_on_hot",
+        "_parents",
+        "_slots",
+        "arguments",
+        "code",
+        "fn",
+        "fn_is_async",
+        "fn_threaded",
+        "generation",
+        "inputs",
+        "name",
+        "needs_call",
+        "overrides",
+        "run_fn",
+        "scopes",
+        "steps",
+        "value_types",
+    )  # fmt: skip
+    _hidden = frozenset(
+        ("run_fn", "code", "_generated", "overrides", "_direct", "_entry", "_on_hot", "_slots",
+         "_parents"),
+    )  # fmt: skip
     fn: Callable[..., Any]
     name: str
     steps: tuple[Step, ...]
@@ -157,30 +260,61 @@ class Plan:
     needs_call: bool
     generation: int
     fn_is_async: bool
-    run_fn: Callable[..., Any] = field(repr=False)
-    code: PlanCode = field(repr=False, compare=False)
+    run_fn: Callable[..., Any]
+    code: PlanCode
+    overrides: Any
+    fn_threaded: bool  # a sync fn not marked `inline`: its body runs in a thread
     # What a plan makes on first use is set once in its field (`_made`), which starts
     # as None (not made): a plan that never needs it keeps no object for it.
-    _generated: Callable[..., Any] | None = field(default=None, repr=False)
+    _generated: Callable[..., Any] | None
     """The generated ``resolve`` function."""
-    overrides: Any = field(default=None, repr=False, compare=False)
-    _direct: tuple[Callable[..., Any] | None] | None = field(default=None, repr=False)
+    _direct: tuple[Callable[..., Any] | None] | None
     """The generated ``direct`` function (None if it needs a call scope), in a 1-tuple."""
-    fn_threaded: bool = False  # a sync fn not marked `inline`: its body runs in a thread
-    _entry: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
-    _on_hot: tuple[Callable[[Callable[..., Any]], None], ...] | None = field(
-        default=None, repr=False, compare=False
-    )
+    _entry: Callable[..., Any] | None
+    _on_hot: tuple[Callable[[Callable[..., Any]], None], ...] | None
     """What to call once the plan's code is generated (`when_hot`)."""
-    _slots: tuple[dict[int, Step], dict[int, int]] | None = field(
-        default=None, repr=False, compare=False
-    )
+    _slots: tuple[dict[int, Step], dict[int, int]] | None
     """(index -> step, index -> position)."""
-    _parents: dict[int, tuple[int, str]] | None = field(default=None, repr=False, compare=False)
+    _parents: dict[int, tuple[int, str]] | None
     """index -> (parent's index, parameter): made for an error's path."""
 
+    def __init__(
+        self,
+        *,
+        fn: Callable[..., Any],
+        name: str,
+        steps: tuple[Step, ...],
+        inputs: tuple[Input, ...],
+        arguments: tuple[str, ...],
+        value_types: tuple[Any, ...],
+        scopes: frozenset[Scope],
+        needs_call: bool,
+        generation: int,
+        fn_is_async: bool,
+        run_fn: Callable[..., Any],
+        code: PlanCode,
+        overrides: Any = None,
+        fn_threaded: bool = False,
+    ) -> None:
+        put(self, "fn", fn)
+        put(self, "name", name)
+        put(self, "steps", steps)
+        put(self, "inputs", inputs)
+        put(self, "arguments", arguments)
+        put(self, "value_types", value_types)
+        put(self, "scopes", scopes)
+        put(self, "needs_call", needs_call)
+        put(self, "generation", generation)
+        put(self, "fn_is_async", fn_is_async)
+        put(self, "run_fn", run_fn)
+        put(self, "code", code)
+        put(self, "overrides", overrides)
+        put(self, "fn_threaded", fn_threaded)
+        for cache in ("_generated", "_direct", "_entry", "_on_hot", "_slots", "_parents"):
+            put(self, cache, None)
+
     def _made(self, name: str, value: Any) -> Any:
-        object.__setattr__(self, name, value)  # a cache of the plan's own: set once
+        put(self, name, value)  # a cache of the plan's own: set once
         return value
 
     def when_hot(self, callback: Callable[[Callable[..., Any]], None]) -> None:
@@ -199,7 +333,7 @@ class Plan:
             return run
         function = self.code.function(self, "run")
         assert function is not None
-        object.__setattr__(self, "run_fn", function)  # the one field that changes
+        put(self, "run_fn", function)  # the one field that changes
         hooks = self._on_hot
         if hooks:
             self._made("_on_hot", None)

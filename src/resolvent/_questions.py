@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from ._errors import InvalidAnswer, NotAccepted
+from ._frozen import Frozen, put
 from ._markers import Elicit
-from ._record import record
 
 # pydantic (and the outcome models) load on first use, not at `import resolvent`: a
 # container that never asks a question never pays for them.
@@ -30,8 +30,7 @@ Asker: TypeAlias = "Callable[[str, type[BaseModel]], Awaitable[Any]]"
 """``async def asker(message, schema) -> ElicitationResult``: answers `Elicit` questions."""
 
 
-@record
-class QuestionKind:
+class QuestionKind(Frozen, compare=True):
     """How one type of question is pinned, parsed and answered.
 
     Attributes:
@@ -42,9 +41,20 @@ class QuestionKind:
             such an asker cannot answer this kind.
     """
 
+    __slots__ = ("ask", "digest", "parse")
     digest: Callable[[Any], str]
     parse: Callable[[Any, Any], Outcome]
     ask: Callable[[Asker, Any], Awaitable[Outcome]] | None
+
+    def __init__(
+        self,
+        digest: Callable[[Any], str],
+        parse: Callable[[Any, Any], Outcome],
+        ask: Callable[[Asker, Any], Awaitable[Outcome]] | None,
+    ) -> None:
+        put(self, "digest", digest)
+        put(self, "parse", parse)
+        put(self, "ask", ask)
 
 
 QUESTION_KINDS: dict[type, QuestionKind] = {}
@@ -55,12 +65,16 @@ def register_question(cls: type, kind: QuestionKind) -> None:
     QUESTION_KINDS[cls] = kind
 
 
-@record
-class OutcomeFamily:
+class OutcomeFamily(Frozen, compare=True):
     """A set of outcome classes a consumer may annotate, and how to build them."""
 
+    __slots__ = ("convert", "members")
     members: tuple[type, ...]
     convert: Callable[[Outcome], Any]
+
+    def __init__(self, members: tuple[type, ...], convert: Callable[[Outcome], Any]) -> None:
+        put(self, "members", members)
+        put(self, "convert", convert)
 
 
 OUTCOME_FAMILIES: list[OutcomeFamily] = []

@@ -9,9 +9,9 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from ._annotations import NO_DEFAULT
+from ._frozen import Frozen, put
 from ._markers import inline_epoch, is_inline
 from ._plan import Input
-from ._record import record
 from ._scopes import Scope
 from ._signature import FunctionInfo, Param, markers_epoch, read_function
 
@@ -51,7 +51,7 @@ _READING: tuple[str, ...] = vars(FunctionInfo)["__slots__"]
 _OWN = ("scope", "inline")
 
 
-class Provider(FunctionInfo):
+class Provider(FunctionInfo, compare=True):
     """A registered (or implicitly used) resolver and how it lives: its reading (the
     fields of `FunctionInfo`, held by the provider itself: one object per resolver, not
     two), its scope, and whether it runs inline. Immutable, compared by all three."""
@@ -62,43 +62,41 @@ class Provider(FunctionInfo):
     inline: bool
 
     def __init__(self, info: FunctionInfo, scope: Scope, inline: bool) -> None:
-        put = object.__setattr__  # frozen, as the reading is
         for name in _READING:
             put(self, name, getattr(info, name))
         put(self, "scope", scope)
         put(self, "inline", inline)
 
-    def _fields(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in (*_READING, *_OWN))
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not Provider:
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in (*_READING, *_OWN))
-        return f"Provider({shown})"
-
-
-@record(frozen=False, eq=False)
 class Expansion:
     """A resolver's checked expansion, shared by the plans that use it (`Registry.expansions`;
     the compiler makes it in `expand`)."""
 
+    __slots__ = ("closure", "edges", "inputs", "key", "provider", "step")
     key: Hashable
     provider: Provider  # the reading it was checked for: valid while the key has it
     edges: tuple[tuple[Param, Hashable], ...]  # each child's reading: its own expansion's
     inputs: tuple[Input | tuple[Param, Hashable], ...]
-    closure: Closure | None = None  # its whole sub-graph, once walked (the compiler's `close`)
-    step: Any = None
+    closure: Closure | None  # its whole sub-graph, once walked (the compiler's `close`)
+    step: Any
     """The resolver's step, once a plan without overrides built it: every later plan
     without overrides that reaches this expansion takes it as it is; a plan whose node
     has the same reading and other inputs copies it (the compiler's `build`), and
     tells from it whether it is a CALL resource or runs in a worker thread."""
+
+    def __init__(
+        self,
+        key: Hashable,
+        provider: Provider,
+        edges: tuple[tuple[Param, Hashable], ...],
+        inputs: tuple[Input | tuple[Param, Hashable], ...],
+    ) -> None:
+        self.key = key
+        self.provider = provider
+        self.edges = edges
+        self.inputs = inputs
+        self.closure = None
+        self.step = None
 
     @property
     def values(self) -> tuple[Any, ...]:
@@ -112,8 +110,7 @@ class Expansion:
         )
 
 
-@record(eq=False)
-class Closure:
+class Closure(Frozen):
     """A resolver's whole sub-graph as a walk from it alone meets it: what a later plan
     that reaches the resolver adds, without walking it again (the compiler's `splice`).
 
@@ -121,6 +118,7 @@ class Closure:
     indexes, the first consumer of each node); nothing here is re-read or re-checked.
     """
 
+    __slots__ = ("creations", "post", "values")
     creations: tuple[Any, ...]
     """The compiler's node for every resolver below this one, in the order the walk
     creates them, with its first consumer, edges and inputs as a walk from this resolver
@@ -131,6 +129,13 @@ class Closure:
     inputs), in the walk's post-order; the resolver's own comes after them."""
     values: tuple[Any, ...]
     """The framework value types the sub-graph takes, in order of first use."""
+
+    def __init__(
+        self, creations: tuple[Any, ...], post: tuple[Expansion, ...], values: tuple[Any, ...]
+    ) -> None:
+        put(self, "creations", creations)
+        put(self, "post", post)
+        put(self, "values", values)
 
 
 def read(fn: Callable[..., Any]) -> FunctionInfo:

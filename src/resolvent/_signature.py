@@ -23,10 +23,10 @@ from ._annotations import (
     unresolved_error,
 )
 from ._errors import InvalidSignature
+from ._frozen import Frozen, put
 from ._kinds import Kind, kind_and_provides, refuse_bare_wrapper, under_partials
 from ._markers import Resolve
 from ._questions import OUTCOME_FAMILIES, QUESTION_KINDS, OutcomeFamily
-from ._record import record
 
 __all__ = ("FunctionInfo", "Param", "read_function")
 
@@ -49,8 +49,7 @@ def markers_epoch() -> int:
     return _markers_epoch
 
 
-@record
-class Param:
+class Param(Frozen, compare=True):
     """One parameter as written.
 
     Attributes:
@@ -62,10 +61,17 @@ class Param:
         default: the default value, or ``inspect.Parameter.empty``.
     """
 
+    __slots__ = ("bare", "default", "marker", "name")
     name: str
     bare: Any
     marker: Resolve | None
     default: Any
+
+    def __init__(self, name: str, bare: Any, marker: Resolve | None, default: Any) -> None:
+        put(self, "name", name)
+        put(self, "bare", bare)
+        put(self, "marker", marker)
+        put(self, "default", default)
 
     if typing.TYPE_CHECKING:  # a field of `_OutcomeParam` only (see below)
 
@@ -87,37 +93,60 @@ class _OutcomeParam(Param):
         self, name: str, bare: Any, marker: Resolve, default: Any, outcome: OutcomeFamily
     ) -> None:
         super().__init__(name, bare, marker, default)
-        object.__setattr__(self, "outcome", outcome)
-
-    def __getstate__(self) -> tuple[Any, ...]:
-        return (self.name, self.bare, self.marker, self.default, self.outcome)
-
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        for name, value in zip(
-            ("name", "bare", "marker", "default", "outcome"), state, strict=True
-        ):
-            object.__setattr__(self, name, value)
+        put(self, "outcome", outcome)
 
 
-@record
-class FunctionInfo:
+class FunctionInfo(Frozen, compare=True):
     """What one function shows: parameters, kind, provided type, whether it may ask."""
 
+    __slots__ = (
+        "asks",
+        "awaits",
+        "fn",
+        "kind",
+        "may_ask",
+        "name",
+        "params",
+        "provides",
+        "unresolved_return",
+    )  # fmt: skip
     fn: Callable[..., Any]
     name: str
     params: tuple[Param, ...]
     kind: Kind
     provides: Any
     may_ask: bool
-    awaits: bool = False
+    awaits: bool
     """Calling it returns an awaitable: an async function, or an async factory of a
     context manager (awaited first, then entered)."""
-    asks: Any = NO_DEFAULT
+    asks: Any
     """The answer's type when its return annotation has a question arm that names one
     (``S`` in ``Elicit[S]``); `NO_DEFAULT` otherwise."""
-    unresolved_return: str | None = None
+    unresolved_return: str | None
     """A name its return annotation uses that does not exist at run time (the return
     type is then unknown): an error once the function is used as a resolver (`needs_return`)."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        name: str,
+        params: tuple[Param, ...],
+        kind: Kind,
+        provides: Any,
+        may_ask: bool,
+        awaits: bool = False,
+        asks: Any = NO_DEFAULT,
+        unresolved_return: str | None = None,
+    ) -> None:
+        put(self, "fn", fn)
+        put(self, "name", name)
+        put(self, "params", params)
+        put(self, "kind", kind)
+        put(self, "provides", provides)
+        put(self, "may_ask", may_ask)
+        put(self, "awaits", awaits)
+        put(self, "asks", asks)
+        put(self, "unresolved_return", unresolved_return)
 
     def needs_return(self) -> None:
         """Raise if the return annotation could not be read: a resolver's is needed."""
