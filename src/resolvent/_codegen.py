@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
@@ -351,8 +350,6 @@ def generate(
     code_name = f"<resolvent plan {name} {variant} #{next(_counter)}>"
     ns["LINES"] = (code_name, _line_map(w.line_steps))
     code = compile(source, code_name, "exec", dont_inherit=True)
-    if LINES_ONLY:
-        code = _lines_only(code)
     if not entry:
         ns = _read_by(code, ns)
     exec(code, ns)
@@ -370,82 +367,6 @@ def _line_map(line_steps: dict[int, int]) -> tuple[int, ...]:
 
 
 _LINE_MAPS: dict[tuple[int, ...], tuple[int, ...]] = {}
-
-
-# The Pythons whose location table `_lines_only` was checked against (every stdlib code
-# object: the same line for each instruction). A later one keeps the table it compiles,
-# columns and all, rather than have a format it was never checked on rewritten.
-LINES_ONLY = (3, 11) <= sys.version_info[:2] <= (3, 13)
-
-
-def _lines_only(code: types.CodeType) -> types.CodeType:
-    """*code* (and the code defined in it) with the same line of each instruction and no
-    column ranges: a failure is mapped to its step by line alone, and a traceback shows
-    no source line of generated code to point into, so the ranges (about a third of the
-    code's size) would be kept for nothing.
-
-    The location table (CPython's ``Objects/locations.md``, the same from 3.11 on) is a
-    run of entries, each a first byte ``1 cccc lll`` (form *c*, *l* + 1 code units) and
-    then the form's numbers; each entry is rewritten in the form without columns (13: a
-    signed line delta), or kept as it is when it has no location (15), and an entry on
-    the line of the one before it (delta 0) is merged into it while it covers at most
-    8 units.
-    """
-    table = code.co_linetable
-    out = bytearray()
-    last = -1  # where the last entry without columns starts in *out*, if it may grow
-    at = 0
-    while at < len(table):
-        first = table[at]
-        form, units = (first >> 3) & 15, (first & 7) + 1
-        at += 1
-        if form == 15:  # no location
-            out.append(first)
-            last = -1
-            continue
-        if form < 10:  # short forms: the same line, one column byte
-            delta, at = 0, at + 1
-        elif form < 13:  # one-line forms: the line 0, 1 or 2 on, two column bytes
-            delta, at = form - 10, at + 2
-        else:  # 13: a line delta; 14: one, then the end line and both columns
-            delta, at = _read_signed(table, at)
-            for _ in range(3 if form == 14 else 0):
-                _, at = _read_varint(table, at)
-        if delta == 0 and last >= 0 and (out[last] & 7) + units < 8:
-            out[last] += units  # the same line: one entry covers both
-            continue
-        last = len(out)
-        out.append(0x80 | 13 << 3 | (units - 1))
-        _write_signed(out, delta)
-    consts = code.co_consts
-    if any(isinstance(c, types.CodeType) for c in consts):  # the functions it defines
-        consts = tuple(_lines_only(c) if isinstance(c, types.CodeType) else c for c in consts)
-    return code.replace(co_linetable=bytes(out), co_consts=consts)
-
-
-def _read_varint(table: bytes, at: int) -> tuple[int, int]:
-    """An unsigned number written 6 bits a byte, low first, 0x40 set while more follow."""
-    value = shift = 0
-    while True:
-        byte = table[at]
-        at += 1
-        value |= (byte & 63) << shift
-        shift += 6
-        if not byte & 64:
-            return value, at
-
-
-def _read_signed(table: bytes, at: int) -> tuple[int, int]:
-    value, at = _read_varint(table, at)
-    return (-(value >> 1) if value & 1 else value >> 1), at
-
-
-def _write_signed(out: bytearray, value: int) -> None:
-    value = (-value << 1) | 1 if value < 0 else value << 1
-    while value >= 64:
-        out.append(64 | (value & 63))
-        value >>= 6
-    out.append(value)
 
 
 def _read_by(code: types.CodeType, ns: dict[str, Any]) -> dict[str, Any]:
