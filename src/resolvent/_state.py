@@ -67,7 +67,7 @@ _HANDLE_BYTES = 24  # 192 bits, 32 URL-safe characters
 _HANDLE = re.compile(r"[A-Za-z0-9_-]{32}")
 _PRINCIPAL = "resolvent_principal"
 _STORE = "resolvent_store"
-_TOKEN = "resolvent_token"
+_LEDGER = "resolvent_call"
 
 # -- principals ---------------------------------------------------------------------------
 
@@ -100,10 +100,58 @@ def _owner(principal: str) -> str:
     return hashlib.blake2b(principal.encode(), digest_size=16).hexdigest()
 
 
+class _Loaded:
+    """One handle as a call loaded it: *held* if the call edits it (under its lease),
+    else the *value* it read; *data* as stored. *ready* once loaded, *failed* if not."""
+
+    __slots__ = ("data", "failed", "held", "model", "ready", "value", "waiters")
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        self.model = model
+        self.data = b""
+        self.held: Held[Any] | None = None
+        self.value: Any = None
+        self.ready = self.failed = False
+        self.waiters: anyio.Event | None = None
+
+    def done(self, *, failed: bool = False) -> None:
+        self.ready, self.failed = True, failed
+        if self.waiters is not None:
+            self.waiters.set()
+
+
+class Ledger:
+    """One call's lease token, the handles it has loaded and what it has written.
+
+    Every parameter of a call that reaches one handle (``merge(src=h, dst=h)``) goes
+    through its entry here: one load, one lease, one value, one write.
+    """
+
+    __slots__ = ("loaded", "refused", "token", "written")
+
+    def __init__(self) -> None:
+        self.token = secrets.token_hex(8)  # the lease owner for every edit in this call
+        self.loaded: dict[tuple[int, StateKey], _Loaded] = {}
+        self.written: list[str] = []  # "cart 'H'", for messages
+        self.refused = False  # a write was refused: the call's other writes are not made
+
+    def entry(self, store: StateStore, key: StateKey) -> _Loaded | None:
+        return self.loaded.get((id(store), key))
+
+    def open(self, store: StateStore, key: StateKey, model: type[BaseModel]) -> _Loaded:
+        entry = self.loaded[(id(store), key)] = _Loaded(model)
+        return entry
+
+    def drop(self, store: StateStore, key: StateKey, entry: _Loaded) -> None:
+        if self.loaded.get((id(store), key)) is entry:
+            del self.loaded[(id(store), key)]
+        entry.done(failed=True)
+
+
 @inline
-def call_token() -> str:
-    """A random token per call: the lease owner for every edit in this call."""
-    return secrets.token_hex(8)
+def call_ledger() -> Ledger:
+    """Per call: the `Ledger` every state resolver of the call shares."""
+    return Ledger()
 
 
 # -- stores as APP resources ---------------------------------------------------------------
@@ -293,7 +341,7 @@ class State(Generic[M]):
         params += [
             (_PRINCIPAL, Annotated[str, Resolve(self.principal)]),
             (_STORE, Annotated[StateStore, Resolve(self.store)]),
-            (_TOKEN, Annotated[str, Resolve(call_token)]),
+            (_LEDGER, Annotated[Ledger, Resolve(call_ledger)]),
         ]
         kw = inspect.Parameter.KEYWORD_ONLY
         fn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
@@ -318,12 +366,18 @@ class State(Generic[M]):
             handle = secrets.token_urlsafe(_HANDLE_BYTES)
             held = Held(handle, state.initial())
             yield held  # an exception here propagates: nothing was stored
-            if held.deleted:
+            ledger: Ledger = kw[_LEDGER]
+            if held.deleted or ledger.refused:
                 return
             key = StateKey(state.name, _owner(str(kw[_PRINCIPAL])), handle)
-            data = state._encode(handle, held.value)
             store: StateStore = kw[_STORE]
-            await store.create(key, data, state.idle_ttl, state.max_lifetime)
+            try:
+                data = state._encode(handle, held.value)
+                await store.create(key, data, state.idle_ttl, state.max_lifetime)
+            except BaseException:
+                ledger.refused = True
+                raise
+            ledger.written.append(f"{state.name} {handle!r}")
 
         self._signature(new, "new", AsyncIterator[Held[self.model]], handle=False)  # type: ignore[name-defined]
         return settles(new)
@@ -333,8 +387,7 @@ class State(Generic[M]):
 
         async def read(**kw: Any) -> M:
             key = state._key(kw[argument], kw[_PRINCIPAL])
-            data = await state._load(kw[_STORE], key, kw[_TOKEN], 0.0)
-            return state._decode(key, data)
+            return await state._look(kw[_LEDGER], kw[_STORE], key)
 
         self._signature(read, "read", self.model, handle=True)
         return read
@@ -345,19 +398,18 @@ class State(Generic[M]):
         async def edit(**kw: Any) -> AsyncIterator[Held[M]]:
             key = state._key(kw[argument], kw[_PRINCIPAL])
             store: StateStore = kw[_STORE]
-            token: str = kw[_TOKEN]
-            loaded = await state._load(store, key, token, state.lease)
-            try:
-                held = Held(key.handle, state._decode(key, loaded))
-            except BaseException:
-                await state._release(store, key, token)
-                raise
+            ledger: Ledger = kw[_LEDGER]
+            token = ledger.token
+            held, loaded = await state._take(ledger, store, key)
+            if loaded is None:  # another parameter of this call edits it, and writes it
+                yield held
+                return
             try:
                 yield held
             except BaseException:
                 await state._release(store, key, token)
                 raise
-            await state._commit(store, key, token, held, loaded)
+            await state._commit(store, key, ledger, held, loaded)
 
         self._signature(edit, "edit", AsyncIterator[Held[self.model]], handle=True)  # type: ignore[name-defined]
         return settles(edit)
@@ -376,6 +428,86 @@ class State(Generic[M]):
             f"  fix: pass a handle this server returned to you for a {self.name}, "
             "and use it before it expires; otherwise create a new one"
         )
+
+    async def _look(self, ledger: Ledger, store: StateStore, key: StateKey) -> M:
+        """The value of *key* for a read: the one this call loaded already (an edit's,
+        changes included), else loaded now."""
+        seen = ledger.entry(store, key)
+        if seen is not None:
+            await self._wait_loaded(seen, key)
+            shared: M = seen.value if seen.held is None else seen.held.value
+            return shared
+        entry = ledger.open(store, key, self.model)
+        try:
+            data = await self._load(store, key, ledger.token, 0.0)
+            entry.value = self._decode(key, data)
+        except BaseException:
+            ledger.drop(store, key, entry)
+            raise
+        entry.data = data
+        entry.done()
+        return entry.value  # type: ignore[no-any-return]
+
+    async def _take(
+        self, ledger: Ledger, store: StateStore, key: StateKey
+    ) -> tuple[Held[M], bytes | None]:
+        """*key* for an edit, under this call's lease: ``(held, data as loaded)``, or
+        ``(held, None)`` when another parameter of this call edits it already (it
+        writes it). A value this call read already is the one it edits, if nothing
+        changed it since; else `StateConflict`, before anything is written."""
+        seen = ledger.entry(store, key)
+        if seen is not None:
+            await self._wait_loaded(seen, key)
+            if seen.held is not None:
+                return seen.held, None
+            entry = seen  # read earlier in this call: lease it now
+            entry.ready, entry.waiters = False, None
+        else:
+            entry = ledger.open(store, key, self.model)
+        token = ledger.token
+        try:
+            loaded = await self._load(store, key, token, self.lease)
+        except BaseException:
+            ledger.drop(store, key, entry)
+            raise
+        try:
+            if seen is None:
+                value = self._decode(key, loaded)
+            elif loaded == seen.data:
+                value = seen.value
+            else:
+                raise StateConflict(
+                    f"{self.name} {key.handle!r} was changed by another call between this "
+                    "call's read of it and its edit; nothing of this call was written.\n"
+                    "  fix: try again"
+                )
+        except BaseException:
+            ledger.drop(store, key, entry)
+            await self._release(store, key, token)
+            raise
+        entry.data, entry.held = loaded, Held(key.handle, value)
+        entry.done()
+        return entry.held, loaded
+
+    async def _wait_loaded(self, entry: _Loaded, key: StateKey) -> None:
+        """Wait for another parameter of this call that loads *key*; refuse a model
+        other than the one it loaded."""
+        if not entry.ready:
+            if entry.waiters is None:
+                entry.waiters = anyio.Event()
+            await entry.waiters.wait()
+        if entry.failed:
+            raise StateError(
+                f"{self.name} {key.handle!r} could not be loaded for another parameter of "
+                "this call (its error is the call's); nothing of this call was written"
+            )
+        if entry.model is not self.model:
+            raise StateError(
+                f"{self.name} {key.handle!r} is reached in one call through two State "
+                f"kinds with different models, {entry.model.__qualname__} and "
+                f"{self.model.__qualname__}; nothing of this call was written.\n"
+                f"  fix: give the kinds different names, or the same model"
+            )
 
     async def _load(self, store: StateStore, key: StateKey, token: str, lease: float) -> bytes:
         try:
@@ -416,8 +548,12 @@ class State(Generic[M]):
                 logger.error("resolvent: could not release %s %r", self.name, key.handle)
 
     async def _commit(
-        self, store: StateStore, key: StateKey, token: str, held: Held[M], loaded: bytes
+        self, store: StateStore, key: StateKey, ledger: Ledger, held: Held[M], loaded: bytes
     ) -> None:
+        token = ledger.token
+        if ledger.refused:  # another write of this call was refused: write nothing more
+            await self._release(store, key, token)
+            return
         try:
             if held.deleted:
                 data, delete = None, True
@@ -427,16 +563,26 @@ class State(Generic[M]):
                     data = None  # unchanged: only end the lease
             saved = await store.save(key, self.idle_ttl, token, data, delete)
         except BaseException:
+            ledger.refused = True
             await self._release(store, key, token)
             raise
-        if not saved:
-            raise StateConflict(
-                f"{self.name} {key.handle!r} was not saved: this call held it for longer "
-                f"than its lease ({self.lease:g} s) and another call changed or removed it "
-                "meanwhile; nothing of this call was written.\n"
-                f"  fix: try again; for handlers that take longer, raise "
-                f"State({self.name!r}, ..., lease=...)"
-            )
+        if saved:
+            if data is not None or delete:
+                ledger.written.append(f"{self.name} {key.handle!r}")
+            return
+        ledger.refused = True
+        if ledger.written:
+            written = "nothing of this change was written, but this call's changes to "
+            written += ", ".join(ledger.written) + " were"
+        else:
+            written = "nothing of this call was written"
+        raise StateConflict(
+            f"{self.name} {key.handle!r} was not saved: this call held it for longer "
+            f"than its lease ({self.lease:g} s) and another call changed or removed it "
+            f"meanwhile; {written}.\n"
+            f"  fix: try again; for handlers that take longer, raise "
+            f"State({self.name!r}, ..., lease=...)"
+        )
 
     def _encode(self, handle: str, value: Any) -> bytes:
         if not isinstance(value, self.model):
