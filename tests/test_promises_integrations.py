@@ -29,9 +29,12 @@ class Cart(BaseModel):
 
 
 @contextlib.contextmanager
-def signed_in(subject: str | None, client_id: str) -> Iterator[None]:
+def signed_in(subject: str | None, client_id: str, issuer: str | None = None) -> Iterator[None]:
     """What the SDK's auth middleware does for a request with a verified bearer token."""
-    token = AccessToken(token=f"t-{subject}", client_id=client_id, subject=subject, scopes=[])
+    claims = {"iss": issuer} if issuer else None
+    token = AccessToken(
+        token=f"t-{subject}", client_id=client_id, subject=subject, scopes=[], claims=claims
+    )
     reset = auth_context_var.set(AuthenticatedUser(token))
     try:
         yield
@@ -63,17 +66,21 @@ def cart_server() -> tuple[MCPServer, Container]:
 async def test_users_of_one_oauth_client_are_different_principals(mode: str) -> None:
     server, container = cart_server()
     async with container:  # one APP scope (one memory store) for every client below
-        with signed_in("alice", "shop-app"):
+        with signed_in("alice", "shop-app", issuer="https://idp.example"):
             async with client(server, mode) as alice:
                 handle = text(await alice.call_tool("open_cart", {}))
                 assert text(await alice.call_tool("show_cart", {"cart": handle})) == "{}"
-        with signed_in("bob", "shop-app"):
+        with signed_in("bob", "shop-app", issuer="https://idp.example"):
             async with client(server, mode) as bob:
                 refused = await bob.call_tool("show_cart", {"cart": handle})
         assert refused.is_error and "not found or expired" in text(refused)
-        with signed_in("alice", "shop-app"):
+        with signed_in("alice", "shop-app", issuer="https://idp.example"):
             async with client(server, mode) as alice_again:
                 assert text(await alice_again.call_tool("show_cart", {"cart": handle})) == "{}"
+        with signed_in("alice", "shop-app", issuer="https://other-idp.example"):
+            async with client(server, mode) as other_alice:  # another issuer's "alice"
+                refused = await other_alice.call_tool("show_cart", {"cart": handle})
+        assert refused.is_error and "not found or expired" in text(refused)
         with signed_in(None, "robot"):  # no subject: the client id is the principal
             async with client(server, mode) as robot:
                 mine = text(await robot.call_tool("open_cart", {}))
