@@ -9,12 +9,27 @@ Usage:
     python3 dev.py bench --python 3.12[,3.13...] [ARGS]
                                  the same under other CPythons, one run each (see below)
     python3 dev.py docs          build the documentation (mkdocs build --strict)
+    python3 dev.py mutate [MODULE ...]
+                                 mutation testing of MODULEs (default: all in MUTATE)
 
 The first run creates .venv next to this file and installs the project into it,
 editable: `demo` needs only the mcp extra (the package and the MCP SDK); the other
 commands add the dev extra (test runners, type checkers, docs, benchmark peers).
 It reinstalls whenever pyproject.toml changes. Every command then runs with the
 virtualenv's Python, and dev.py exits with that command's exit code.
+
+`mutate` runs mutmut 3 (the mutate extra, installed into .venv on first use) on one
+module at a time, niced, in a copy of the project under .mutate/MODULE/: mutmut changes one
+operator, constant or call of the module at a time (a mutant) and runs the tests that reach
+the changed function (it records which tests call which function first, so a mutant runs a
+few tests, not the suite). A mutant no test fails on has "survived": a slip the tests would
+let through. It prints each module's kill rate and its survivors (`mutmut show NAME` in
+.mutate/MODULE/ shows one). MODULE is a path under src/resolvent without .py (`_state`,
+`mcp/_sessions`, `_stores` for the package); MUTATE lists the tests each runs. Run it on a module
+you changed, before landing: a survivor is either killed with a new test or, when it cannot
+change anything a user observes, an equivalent mutant. One module takes minutes to half an
+hour on two cores (a module that every test reaches, such as _teardown, takes longest), so CI
+does not run it on every change: a scheduled job runs `python3 dev.py mutate` over them all.
 
 `bench --python X.Y` finds CPython X.Y (pythonX.Y on PATH, else pyenv's), makes
 .venv-bench/pyX.Y with the package and its mcp, fastapi and bench extras, each package
@@ -44,13 +59,53 @@ STAMP = VENV / ".resolvent-installed"
 DEMO_EXTRAS = ("mcp",)
 ALL_EXTRAS = ("dev", "mcp")
 WHAT = {
+    "mutate": "mutmut, for mutation testing",
     "mcp": "the MCP SDK",
     "dev": "the development tools: pytest, ruff, mypy, pyright, mkdocs, benchmark peers",
 }
 MIN_PYTHON = (3, 11)
 BENCH_VENVS = ROOT / ".venv-bench"
+SRC_PACKAGE = ROOT / "src" / "resolvent"
 BENCH_EXTRAS = ("mcp", "fastapi", "bench")
 RESULTS = ROOT / "benchmarks" / "results"
+
+MUTATE_WORK = ROOT / ".mutate"
+# The modules `mutate` runs by default, and the test files that defend each: the stats run
+# (which tests reach which function) covers only these, so a module takes minutes.
+_STATE_TESTS = (
+    "tests/test_state_conformance.py",
+    "tests/test_state_versions.py",
+    "tests/test_promises_state.py",
+)
+MUTATE: dict[str, tuple[str, ...]] = {
+    "_state": (*_STATE_TESTS, "tests/test_promises_integrations.py", "tests/test_state_web.py"),
+    "_stores": _STATE_TESTS,
+    "redis": _STATE_TESTS,
+    "mcp/_sessions": ("tests/test_mcp_sessions.py", "tests/test_promises_integrations.py"),
+    "mcp/_principal": ("tests/test_promises_integrations.py",),
+    "starlette": (
+        "tests/test_starlette.py",
+        "tests/test_web_call_scope.py",
+        "tests/test_web_methods.py",
+        "tests/test_web_lifespan.py",
+        "tests/test_promises_integrations.py",
+    ),
+    "_teardown": (
+        "tests/test_lifecycle_teardown_order.py",
+        "tests/test_lifecycle_teardown_shield.py",
+        "tests/test_lifecycle_resources.py",
+        "tests/test_lifecycle_faults.py",
+        "tests/test_core_promises.py",
+        "tests/test_promises_core.py",
+    ),
+    "_checks": (
+        "tests/test_core_compile_errors.py",
+        "tests/test_core_mistakes.py",
+        "tests/test_core_typecheck.py",
+        "tests/test_promises_core.py",
+    ),
+    "_cli": ("tests/test_cli.py", "tests/test_bench.py", "tests/test_promises_core.py"),
+}
 
 USAGE = __doc__.split("\n\n", 2)[1] if __doc__ else ""
 
@@ -362,12 +417,111 @@ def action_docs(args: list[str]) -> int:
     return run([venv_python(), "-m", "mkdocs", "build", "--strict", *args], env=env)
 
 
+def mutate_config(module: str, tests: Sequence[str]) -> str:
+    """The [tool.mutmut] section for one module (mutmut reads it from pyproject.toml)."""
+    path = SRC_PACKAGE / module
+    only = [f"src/resolvent/{module}/*.py"] if path.is_dir() else [f"src/resolvent/{module}.py"]
+
+    def toml_list(items: Sequence[str]) -> str:
+        return "[" + ", ".join(f'"{item}"' for item in items) + "]"
+
+    return (
+        "\n[tool.mutmut]\n"
+        'source_paths = ["src"]\n'
+        f"only_mutate = {toml_list(only)}\n"
+        'also_copy = ["examples", "benchmarks"]\n'
+        f"pytest_add_cli_args = {toml_list(['-p', 'no:cacheprovider', '-q', '-x'])}\n"
+        f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
+    )
+
+
+def mutate_module(module: str) -> dict[str, int] | None:
+    """Run mutmut on *module* in a fresh copy of the project; its counts, or None."""
+    tests = MUTATE.get(module)
+    if tests is None:
+        path = SRC_PACKAGE / module
+        if not (path.is_dir() or path.with_suffix(".py").exists()):
+            log(f"mutate: no module {module!r} under src/resolvent (names: {', '.join(MUTATE)})")
+            return None
+        tests = ("tests",)
+        log(f"mutate: {module} is not in MUTATE: its stats run covers the whole suite")
+    work = MUTATE_WORK / module.replace("/", ".")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    for name in ("src", "tests", "examples", "benchmarks"):
+        shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (work / "pyproject.toml").write_text(
+        PYPROJECT.read_text(encoding="utf-8") + mutate_config(module, tests), encoding="utf-8"
+    )
+    mutmut = venv_bin() / "mutmut"
+    jobs = str(os.cpu_count() or 1)
+    nice = ["nice", "-n", "10"] if shutil.which("nice") else []
+    log(f"mutate {module}: mutmut run in {work.relative_to(ROOT)} (tests: {' '.join(tests)})")
+    started = time.monotonic()
+    proc = subprocess.run(
+        [*nice, str(mutmut), "run", "--max-children", jobs], cwd=work, env=child_env(),
+        check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        log(f"mutate {module}: mutmut run failed (exit {proc.returncode})")
+        return None
+    subprocess.run(
+        [str(mutmut), "export-cicd-stats"], cwd=work, env=child_env(), check=False,
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    import json
+
+    counts: dict[str, int] = json.loads(
+        (work / "mutants" / "mutmut-cicd-stats.json").read_text(encoding="utf-8")
+    )
+    results = subprocess.run(
+        [str(mutmut), "results"], cwd=work, env=child_env(), check=False,
+        capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    survivors = [line.strip() for line in results.splitlines() if line.strip()]
+    if survivors:
+        print(f"{module}: not killed (see `mutmut show NAME` in {work.relative_to(ROOT)}):")
+        for line in survivors:
+            print(f"    {line}")
+    counts["seconds"] = round(time.monotonic() - started)
+    return counts
+
+
+def kill_rate(counts: dict[str, int]) -> str:
+    tried = counts["total"] - counts.get("skipped", 0)
+    killed = counts["killed"] + counts.get("timeout", 0)
+    rate = 100.0 * killed / tried if tried else 100.0
+    return (
+        f"{killed}/{tried} killed ({rate:.1f}%), {counts['survived']} survived, "
+        f"{counts.get('no_tests', 0)} reached by no test, {counts['seconds']} s"
+    )
+
+
+def action_mutate(args: list[str]) -> int:
+    modules = [a.removesuffix(".py").removeprefix("src/resolvent/") for a in args] or list(MUTATE)
+    rates: dict[str, str] = {}
+    failed = 0
+    for module in modules:
+        counts = mutate_module(module)
+        if counts is None:
+            failed = 1
+            continue
+        rates[module] = kill_rate(counts)
+        log(f"mutate {module}: {rates[module]}")
+    if rates:
+        print("\nkill rate per module:")
+        for module, rate in rates.items():
+            print(f"  {module:16} {rate}")
+    return failed
+
+
 ACTIONS = {
     "demo": action_demo,
     "test": action_test,
     "check": action_check,
     "bench": action_bench,
     "docs": action_docs,
+    "mutate": action_mutate,
 }
 
 
@@ -382,7 +536,10 @@ def main(argv: list[str]) -> int:
     if sys.version_info < MIN_PYTHON:
         log(f"Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer is required")
         return 2
-    ensure_env(DEMO_EXTRAS if action is action_demo else ALL_EXTRAS)
+    if action is action_demo:
+        ensure_env(DEMO_EXTRAS)
+    else:
+        ensure_env((*ALL_EXTRAS, "mutate") if action is action_mutate else ALL_EXTRAS)
     return action(argv[1:])
 
 

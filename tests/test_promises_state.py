@@ -24,6 +24,7 @@ from resolvent import (
     Resolve,
     ResolventError,
     Scope,
+    SqliteStore,
     State,
     StateConflict,
     StateError,
@@ -275,3 +276,28 @@ async def test_cannot_reach_redis_names_the_url_without_its_password(userinfo: s
             pass
     assert "s3cret-pw" not in str(caught.value)
     assert "127.0.0.1" in str(caught.value)
+
+
+# "Stores never see the principal in clear: keys carry a digest of it."
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+async def test_stores_never_see_the_principal_in_clear(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with opened(kind, tmp_path, request) as store:
+        carts = on(store, principal=lambda: "ada@example.com")
+        async with carts.container:
+            handle = await carts.run(carts.open_cart)
+            await carts.run(carts.add, cart=handle, item="apple")
+        if kind == "sqlite":
+            assert isinstance(store, SqliteStore)
+            with sqlite3.connect(store.path) as conn:
+                rows = conn.execute("select * from resolvent_state").fetchall()
+            seen = repr(rows)
+        else:
+            from resolvent.redis import RedisStore
+
+            assert isinstance(store, RedisStore)
+            keys = [k async for k in store.client.scan_iter(match=f"{store.prefix}:*")]
+            seen = repr(keys) + repr([await store.client.hgetall(k) for k in keys])
+        assert handle in seen  # what the store keeps was looked at
+        assert "ada" not in seen
