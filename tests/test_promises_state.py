@@ -5,6 +5,7 @@ public API: a container's calls, the three stores (SQLite on a file, a real Valk
 asyncio and trio.
 """
 
+import contextlib
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Callable
@@ -28,10 +29,12 @@ from resolvent import (
     State,
     StateConflict,
     StateError,
+    StateKey,
     StateNotFound,
     StateStore,
     open_store,
 )
+from snapshot import assert_snapshot
 from state_helpers import STORES, Clock, open_test_store, valkey_url  # noqa: F401
 
 pytestmark = pytest.mark.network  # the Redis store talks to 127.0.0.1
@@ -301,3 +304,137 @@ async def test_stores_never_see_the_principal_in_clear(
             seen = repr(keys) + repr([await store.client.hgetall(k) for k in keys])
         assert handle in seen  # what the store keeps was looked at
         assert "ada" not in seen
+
+
+class Strict(BaseModel):
+    lines: list[str]
+
+
+# "A value that no longer validates raises StateError naming the kind, the handle and what
+# failed": what failed is the validation's own first lines, or the error's type when it
+# says nothing more.
+async def test_a_value_that_no_longer_validates_says_what_failed() -> None:
+    store = MemoryStore()
+
+    def unhelpful(version: int, data: Any) -> Any:
+        raise ValueError
+
+    old = on(store)
+    strict = on(store, model=Strict)
+    migrating = on(store, model=CartV2, version=2, migrate=unhelpful)
+    async with old.container, strict.container, migrating.container:
+        handle = await old.run(old.open_cart)
+        with pytest.raises(StateError) as caught:
+            await strict.run(strict.show, cart=handle)
+        message = str(caught.value)
+        assert f"cart {handle!r}" in message
+        assert "1 validation error for Strict lines Field required [type=missing" in message
+        assert "For further information" not in message  # the first lines, not the link
+        with pytest.raises(StateError, match=r"\(version 2\): ValueError\.") as caught:
+            await migrating.run(migrating.show, cart=handle)
+
+
+# docs/state.md: an edit is "written when the call ends, only if it succeeded" -- an edit
+# that changes nothing leaves the value as it was.
+async def test_an_edit_that_changes_nothing_keeps_the_value() -> None:
+    carts = on(MemoryStore())
+
+    async def look(cart: Handle, edit: Annotated[Held[Cart], Resolve(carts.state.edit)]) -> None:
+        pass
+
+    async with carts.container:
+        handle = await carts.run(carts.open_cart)
+        await carts.run(carts.add, cart=handle, item="apple")
+        await carts.run(look, cart=handle)
+        assert await carts.run(carts.show, cart=handle) == Cart(items={"apple": 1})
+
+
+# The house's errors say what went wrong, where, and how to fix it: every message of state
+# reads as written (tests/snapshots/state_messages.txt).
+async def test_state_messages_read_as_written() -> None:
+    clock = Clock()
+    store = MemoryStore(clock=clock)
+    messages: list[str] = []
+
+    async def expect(error: type[Exception], carts: Carts, fn: Any, **kwargs: Any) -> None:
+        with pytest.raises(error) as caught:
+            await carts.run(fn, **kwargs)
+        text = re.sub(r"'[A-Za-z0-9_-]{32}'", "'HANDLE'", str(caught.value))
+        messages.append(f"{type(caught.value).__name__}: {text}")
+
+    carts = on(store, lease=30, wait=0.01)
+    tiny = on(store, max_size=8)
+    newer = on(store, model=CartV2, version=2)
+    older = on(store, model=CartV2, version=0)
+
+    strict = on(store, model=Strict)
+
+    async def swap(cart: Handle, edit: Annotated[Held[Any], Resolve(carts.state.edit)]) -> None:
+        edit.value = CartV2()
+
+    containers = (carts, tiny, newer, older, strict)
+    async with contextlib.AsyncExitStack() as stack:
+        for kit in containers:
+            await stack.enter_async_context(kit.container)
+        handle = await carts.run(carts.open_cart)
+        await expect(StateNotFound, carts, carts.show, cart="not-a-handle")
+        await expect(StateNotFound, carts, carts.show, cart="x" * 60)
+        await expect(StateError, tiny, tiny.open_cart)
+        await expect(StateError, tiny, tiny.add, cart=handle, item="apple")
+        await expect(StateError, carts, swap, cart=handle)
+        await expect(StateError, newer, newer.show, cart=handle)
+        await expect(StateError, older, older.show, cart=handle)
+        await expect(StateError, strict, strict.show, cart=handle)
+        inside, release = anyio.Event(), anyio.Event()
+
+        async def hold() -> None:
+            inside.set()
+            await release.wait()
+
+        carts.gate = hold
+        async with anyio.create_task_group() as group:
+            group.start_soon(
+                lambda: expect(StateConflict, carts, carts.add, cart=handle, item="late")
+            )
+            await inside.wait()
+            carts.gate = None
+            await expect(StateConflict, carts, carts.add, cart=handle, item="waits")
+            clock.advance(31)
+            await carts.run(carts.add, cart=handle, item="prompt")
+            release.set()
+    for bad in ("two words", ""):
+        with pytest.raises(ValueError) as caught:
+            State(bad, Cart)
+        messages.append(str(caught.value))
+    for options in ({"argument": "not valid"}, {"idle_ttl": 0}, {"max_lifetime": -1}):
+        with pytest.raises(ValueError) as caught:
+            State("cart", Cart, **options)
+        messages.append(str(caught.value))
+    assert_snapshot("state_messages", "\n\n".join(messages))
+
+
+class Corrupted:
+    """A store whose one value was written by something else: no schema version header."""
+
+    async def create(self, key: StateKey, data: bytes, idle: float, lifetime: float) -> None:
+        raise AssertionError("not used")
+
+    async def load(self, key: StateKey, idle: float, token: str, lease: float) -> bytes | None:
+        return b"garbage\n{}"
+
+    async def save(
+        self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool
+    ) -> bool:
+        return True
+
+    async def aclose(self) -> None:
+        pass
+
+
+# "Every stored value carries its kind's schema version": a value without one is a
+# StateError naming the kind and the handle, never read as some version.
+async def test_a_stored_value_without_a_schema_version_is_refused() -> None:
+    carts = on(Corrupted())
+    async with carts.container:
+        with pytest.raises(StateError, match=r"cart 'A{32}'.*schema version -1"):
+            await carts.run(carts.show, cart="A" * 32)
