@@ -244,7 +244,7 @@ async def test_new_stores_no_value_for_a_round_that_asks(store: Faulty, mode: st
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_refused_write_is_the_calls_error_and_changes_nothing(
-    store: Faulty, mode: str
+    store: Faulty, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     booking = booking_for(store, mode)
     async with booking.container:
@@ -262,6 +262,8 @@ async def test_a_refused_write_is_the_calls_error_and_changes_nothing(
             await booking.container.run(booking.open_plain)
         store.fail = None
         assert await booking.container.run(booking.note, show=show, text="c") == 2
+    # The caller has each error: none is also logged as a teardown that failed.
+    assert [r.getMessage() for r in caplog.records if "teardown" in r.getMessage()] == []
 
 
 def test_settles_refuses_what_takes_no_attributes() -> None:

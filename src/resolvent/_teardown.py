@@ -162,9 +162,10 @@ async def close_resources(
             try:
                 await finalize(step, obj, exc)
             except BaseException as error:
-                from ._log import logger  # only when something failed
+                if exc is not None or not is_settling(step.fn):  # else the call's error
+                    from ._log import logger  # only when something failed
 
-                logger.failed("resolvent: teardown of %s failed", step.name, error=error)
+                    logger.failed("resolvent: teardown of %s failed", step.name, error=error)
                 errors.append(error)
     return errors
 
@@ -275,9 +276,10 @@ def _failed(
         return
     if exc is not None and _only(error, exc):
         return
-    from ._log import logger  # only when something failed
+    if exc is not None or not is_settling(step.fn):  # else a refused write: the call's error
+        from ._log import logger  # only when something failed
 
-    logger.failed("resolvent: teardown of %s failed", step.name, error=error)
+        logger.failed("resolvent: teardown of %s failed", step.name, error=error)
     errors.append(error)
 
 
