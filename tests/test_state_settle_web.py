@@ -103,9 +103,10 @@ def test_under_uvicorn_writes_settle_before_the_response(seats_server: str) -> N
             found = client.get(f"/shows/{show}")  # at once, on another connection too
             assert found.status_code == 200, found.text
             assert httpx.get(f"{base}/shows/{show}").json()["left"] == 10
-        note = client.post(f"/shows/{show}/notes", params={"text": "a"})
-        assert note.json() == 1
-        assert client.get(f"/shows/{show}").json()["notes"] == ["a"]
+        for count, way in enumerate(("notes", "notes-by-dependency"), 1):
+            note = client.post(f"/shows/{show}/{way}", params={"text": way})
+            assert note.json() == count
+            assert client.get(f"/shows/{show}").json()["notes"][-1] == way
         fault(base, refuse=True)
         conflict = client.post(f"/shows/{show}/notes", params={"text": "lost"})
         assert conflict.status_code == 409
@@ -113,4 +114,4 @@ def test_under_uvicorn_writes_settle_before_the_response(seats_server: str) -> N
         fault(base)
         too_large = client.post("/starlette/shows", params={"note": "x" * 400})
         assert too_large.status_code == 413
-        assert client.get(f"/shows/{show}").json()["notes"] == ["a"]
+        assert client.get(f"/shows/{show}").json()["notes"] == ["notes", "notes-by-dependency"]

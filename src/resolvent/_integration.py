@@ -32,7 +32,7 @@ from ._errors import (
 from ._executor import is_cold
 from ._home import spawn_home
 from ._log import logger
-from ._markers import HANDLER, Resolve, inline, settles
+from ._markers import HANDLER, Resolve, inline, is_settling, settles
 from ._overrides import OverrideBlock
 from ._plan import Plan, Step
 from ._plans import Starter
@@ -91,6 +91,7 @@ __all__ = (
     "inline",
     "instance_parameter",
     "is_cold",
+    "is_settling",
     "kept_start",
     "lenient_hints",
     "logger",

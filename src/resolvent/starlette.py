@@ -50,6 +50,7 @@ from ._integration import (
     current_plan,
     instance_parameter,
     is_cold,
+    is_settling,
     kept_start,
     on_hot,
     override_state,
@@ -241,7 +242,7 @@ class _Alone:
     may be wrong (a new provider, ``concurrent`` or ``call_timeout`` set, the APP scope
     closing)."""
 
-    __slots__ = ("container", "kept", "plan", "ready", "routes", "start", "wrapper")
+    __slots__ = ("container", "kept", "plan", "ready", "routes", "settles", "start", "wrapper")
 
     def __init__(self, container: Container, plan: Plan) -> None:
         self.container = container
@@ -249,6 +250,7 @@ class _Alone:
         self.ready = ready_table(container)
         self.start: Callable[..., Any] | None = None
         self.kept = False  # whether `start` is a ``kept`` function (it takes a `Kept`)
+        self.settles = False  # whether a resource of its plan settles the call's writes
         self.wrapper: Callable[..., Any] | None = None
         # FastAPI routes by id (a route is unhashable): whether it calls the wrapper as
         # its endpoint, and nowhere among its dependencies.
@@ -290,6 +292,7 @@ class _Alone:
             if start is None:  # a resource needs a call scope
                 return None
             self.plan, self.start, self.kept = plan, start, plan.needs_call
+            self.settles = any(is_settling(step.fn) for step in plan.steps)
             if is_cold(start):  # interpreted until hot: then start the generated code
                 on_hot(plan, functools.partial(self._hot, plan))
         self.ready[self] = self.start
@@ -389,7 +392,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
                         else:
                             stack.push_async_exit(kept)
                         result = await start(kwargs, values, kept, app, None, fn)
-                        if kept:  # what settles the writes closes before the response
+                        if alone.settles:  # what settles the writes, before the response
                             await _settled(kept.settle)
                         return result
             held = await _held_call(container, connection)
