@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from resolvent import Container, Held, MemoryStore, Resolve, SqliteStore, StateStore
+from resolvent import Container, Held, MemoryStore, Resolve, SqliteStore, StateStore, settles
 from resolvent.starlette import inject
 from settle_helpers import Booking, Faulty, Seats
 
@@ -55,6 +55,26 @@ def build(store: Faulty, container: Container, url: str) -> tuple[FastAPI, Starl
     @api.post("/shows/{show}/notes-by-dependency")
     async def note_by_dependency(count: Annotated[int, Depends(noted)]) -> int:
         return count
+
+    outbox: list[str] = []
+
+    @settles
+    async def sending() -> AsyncIterator[list[str]]:
+        messages: list[str] = []
+        yield messages  # an error here: nothing is sent
+        if "fail" in messages:
+            raise ConnectionRefusedError("the outbox could not send")
+        outbox.extend(messages)
+
+    @api.post("/outbox")
+    @inject(container)
+    async def send(text: str, messages: Annotated[list[str], Resolve(sending)]) -> list[str]:
+        messages.append(text)
+        return list(outbox)  # what was sent before this request
+
+    @api.get("/outbox")
+    async def sent() -> list[str]:
+        return outbox
 
     @api.get("/shows/{show}")
     @inject(container)

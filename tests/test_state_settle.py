@@ -69,7 +69,8 @@ def opened(log: list[str]) -> list[str]:
     return log[2:]
 
 
-@pytest.mark.parametrize("mode", MODES)
+# "tiered": a container as made by default, whose plans start interpreted, then turn hot.
+@pytest.mark.parametrize("mode", [*MODES, "tiered"])
 async def test_a_settling_resource_commits_or_rolls_back_before_run_returns(mode: str) -> None:
     log: list[str] = []
     container = make_container(mode)

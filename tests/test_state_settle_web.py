@@ -115,3 +115,16 @@ def test_under_uvicorn_writes_settle_before_the_response(seats_server: str) -> N
         too_large = client.post("/starlette/shows", params={"note": "x" * 400})
         assert too_large.status_code == 413
         assert client.get(f"/shows/{show}").json()["notes"] == ["notes", "notes-by-dependency"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", WEB_MODES)
+def test_any_settling_resource_settles_before_the_response(mode: str, backend: str) -> None:
+    # An outbox, not State: what it sends is sent before the response, and a send that
+    # fails is the request's error, not a 200 whose messages were lost.
+    api, _ = build(Faulty(MemoryStore()), make_container(mode), "memory:")
+    with TestClient(api, backend=backend, raise_server_exceptions=False) as client:
+        assert client.post("/outbox", params={"text": "a"}).json() == []
+        assert client.get("/outbox").json() == ["a"]
+        assert client.post("/outbox", params={"text": "fail"}).status_code == 500
+        assert client.get("/outbox").json() == ["a"]
