@@ -17,6 +17,7 @@ OPTIONAL_PACKAGES = {
     "fastapi": "fastapi",
     "uvicorn": "uvicorn",
     "httpx": "httpx",
+    "opentelemetry": "the otel extra",
 }
 
 

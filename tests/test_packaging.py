@@ -52,13 +52,13 @@ def test_import_does_not_need_mcp(tmp_path: Path) -> None:
 # Standard-library modules `import resolvent` leaves alone: each serves one feature
 # (multi-round elicitation state, failure logging) and is imported when that feature
 # first runs, so a program that never uses it does not pay for it at start-up.
-_LAZY = ("hashlib", "json", "logging", "pydantic", "sqlite3")
+_LAZY = ("hashlib", "json", "logging", "opentelemetry", "pydantic", "sqlite3")
 # The package's own modules that serve one feature, loaded by the function that first
 # needs it: the code generator (a plan turning hot), the state stores, overrides (tests),
 # the start-up checks (a lifespan starting), the topological sort (a worker-thread step),
 # CALL and SESSION scopes (the first `Container.call` or `session`), asking (the first
 # resolver that asks), worker threads (the first sync resolver), and what a failure says
-# (its note, the log nobody else receives).
+# (its note, the log nobody else receives), and tracing (a plan compiled traced).
 _LAZY_OWN = (
     "resolvent._codegen",
     "resolvent._stores",
@@ -73,6 +73,7 @@ _LAZY_OWN = (
     "resolvent._threads",
     "resolvent._failures",
     "resolvent._log",
+    "resolvent._tracing",
 )
 
 
@@ -282,6 +283,20 @@ async def main() -> None:
 anyio.run(main)
 """,
         ("resolvent._failures",),
+    ),
+    # A plan compiled with tracing on: its spans need the tracing module.
+    "tracing": (
+        """
+async def plain() -> str:
+    return "p"
+
+async def use(value: Annotated[str, Resolve(plain)]) -> str:
+    return value
+
+container.tracing = True
+assert anyio.run(container.run, use) == "p"
+""",
+        ("resolvent._tracing",),
     ),
     # A finalizer fails: the caller receives the error, and the log says which one.
     "a failed teardown": (

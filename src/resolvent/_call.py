@@ -10,6 +10,7 @@ import functools
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Hashable, Mapping
+from sys import modules as _modules
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 
 import anyio
@@ -17,7 +18,7 @@ import anyio
 from ._annotations import with_article
 from ._cache import LiveScope
 from ._errors import AnswerTimeout, InputRequired, ResolventError
-from ._executor import EMPTY, timed_out
+from ._executor import EMPTY, PLAN_CODE, timed_out
 from ._interpreter import interpret
 from ._plan import Plan, Step
 from ._plans import callable_name, check_scopes
@@ -263,6 +264,9 @@ class Call:
         The wait does not count against ``call_timeout`` (its deadline moves on by the
         time spent waiting), and ``answer_timeout`` bounds it.
         """
+        tracing = _modules.get("resolvent._tracing")  # loaded by a traced plan
+        if tracing is not None and tracing.traced(step):
+            answer = tracing.answer_span(step, answer)
         scope = self._deadline
         bound = self._container.answer_timeout
         if scope is None and bound is None:
@@ -357,6 +361,10 @@ class Call:
                 )
             finally:
                 self._land(plan)
+        if plan.code is not PLAN_CODE:  # a traced plan (see `resolvent._tracing`)
+            from ._tracing import run_traced
+
+            return await run_traced(self, plan, kwargs)
         injected = await self.resolve(plan, kwargs)
         if plan.fn_threaded:
             return await abandonable(functools.partial(plan.fn, **kwargs, **injected))

@@ -65,6 +65,10 @@ class Container:
         answer_timeout: seconds a question may wait for its answer (the asker's, or an
             MCP client's); on expiry the call fails with a `TimeoutError` naming the
             resolver and the parameter. Default: no bound.
+        tracing: True to trace every call (OpenTelemetry spans and metrics; needs the
+            ``otel`` extra), False never to; None (the default) traces when a tracer
+            provider is installed as a plan is compiled. Off, calls run the same code as
+            without tracing.
         warm: APP providers (functions or provided types, as `Resolve` takes them) to
             `start` whenever the container is entered, so ``async with container:`` (or
             the server lifespan) returns only once they are open. If one fails to start,
@@ -89,6 +93,7 @@ class Container:
         call_timeout: float | None = None,
         warm: Iterable[Callable[..., Any]] = (),
         answer_timeout: float | None = None,
+        tracing: bool | None = None,
     ) -> None:
         if isinstance(values, type):  # `values=Request`: one type, not an iterable of types
             raise TypeError(
@@ -125,6 +130,8 @@ class Container:
         self._concurrent = concurrent
         self._call_timeout = call_timeout
         self.answer_timeout = answer_timeout
+        if tracing is not None:
+            self.tracing = tracing
 
     @property
     def concurrent(self) -> bool:
@@ -145,6 +152,23 @@ class Container:
     def call_timeout(self, value: float | None) -> None:
         self._call_timeout = value
         self._ready.clear()
+
+    @property
+    def tracing(self) -> bool | None:
+        """Whether plans are traced (OpenTelemetry spans and metrics, see the Observability
+        page): True or False as set, None (the default) to trace when a tracer provider
+        other than OpenTelemetry's default is installed as a plan is compiled."""
+        return self._plans.tracing
+
+    @tracing.setter
+    def tracing(self, value: bool | None) -> None:
+        if value:
+            from ._tracing import require_api  # only when asked for
+
+            require_api("Container(tracing=True)")
+        self._plans.tracing = value
+        # Every plan compiles again, whole: a call already running keeps the plan it has.
+        self._plans.invalidate()
 
     # -- registration --------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import types
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Hashable, Mapping
@@ -54,6 +55,7 @@ class PlanCache:
         "ready",
         "registry",
         "tiered",
+        "tracing",
         "value_types",
     )
 
@@ -74,6 +76,7 @@ class PlanCache:
         self.override_plans: OrderedDict[Hashable, Plan] = OrderedDict()
         self.generation = 0
         self.tiered = True  # plans of a cold shape start interpreted (`cold_runner`)
+        self.tracing: bool | None = None  # `Container(tracing=...)`: None follows the provider
 
     def __len__(self) -> int:
         """How many plans without overrides are cached."""
@@ -111,8 +114,15 @@ class PlanCache:
         # A sync handler's body runs in a worker thread, as the MCP SDK runs a sync tool,
         # unless it is marked `inline`.
         threaded = graph.root.kind is Kind.SYNC and not is_inline(fn)
+        traced = tracing_on(self.tracing)
+        code = PLAN_CODE
         run_fn: Callable[..., Any] | None
-        if self.tiered and cold_shape(threaded, graph.call_resources, graph.call_threads):
+        if traced:
+            from ._tracing import TRACED_CODE, traced_steps  # only a traced plan loads it
+
+            steps, code = traced_steps(steps), TRACED_CODE
+            run_fn = _not_yet  # its traced `run`, made once the plan exists (below)
+        elif self.tiered and cold_shape(threaded, graph.call_resources, graph.call_threads):
             # Interpreted until it is called again: see `cold_runner`.
             run_fn = cold_runner(ref)
         else:
@@ -144,11 +154,13 @@ class PlanCache:
             generation=self.generation,
             fn_is_async=is_async,
             run_fn=run_fn,
-            code=PLAN_CODE,
+            code=code,
             overrides=overrides,
             fn_threaded=threaded,
         )
         ref[0] = plan
+        if traced:  # generated now: a traced plan is never interpreted cold
+            object.__setattr__(plan, "run_fn", code.function(plan, "run"))
         if len(plans) >= (_MAX_PLANS if overrides is None else _MAX_OVERRIDE_PLANS):
             plans.popitem(last=False)
         plans[key] = plan
@@ -253,6 +265,23 @@ class PlanCache:
                 )
             )
         return plan
+
+
+def tracing_on(setting: bool | None) -> bool:
+    """Whether a plan compiled now is traced: *setting* (`Container.tracing`), else whether
+    a tracer provider is installed. A program that never imported OpenTelemetry has none,
+    and does not import it here."""
+    if setting is not None:
+        return setting
+    if "opentelemetry.trace" not in sys.modules:
+        return False
+    from ._tracing import provider_installed
+
+    return provider_installed()
+
+
+async def _not_yet(*args: Any) -> Any:
+    raise AssertionError("a traced plan's run is set as soon as the plan is made")
 
 
 def check_scopes(plan: Plan, app: LiveScope | None, session: LiveScope | None) -> None:

@@ -1,0 +1,346 @@
+"""OpenTelemetry spans and metrics: the tree a call emits in every mode, and nothing
+secret in it; tracing off by default and when switched off."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import pytest
+from opentelemetry import trace
+from opentelemetry.trace import StatusCode
+from pydantic import BaseModel
+
+from modes import MODES, make_container, run
+from resolvent import Container, Held, Resolve, Scope, State, StateStore, open_store
+from trace_helpers import EXPORTER, Installed, assert_nothing_secret, one, otel, tree
+
+__all__ = ("otel",)  # the fixture, used by name
+
+SECRET = "s3cret-argument"
+M = f"{__name__}."  # what resolvent calls this module's functions
+
+
+async def leaf(user: str) -> str:
+    return user.upper()
+
+
+async def left(value: Annotated[str, Resolve(leaf)]) -> str:
+    return value + "l"
+
+
+async def right(value: Annotated[str, Resolve(leaf)]) -> str:
+    return value + "r"
+
+
+async def diamond(
+    a: Annotated[str, Resolve(left)], b: Annotated[str, Resolve(right)], user: str
+) -> str:
+    return a + b
+
+
+def _under_test_span(spans: list, name: str = "test") -> list:
+    (top,) = [s for s in spans if s.name == name]
+    return tree(spans, top)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_diamond_is_the_same_tree_in_every_mode(otel: Installed, mode: str) -> None:
+    container = make_container(mode)
+    async with container:
+        with trace.get_tracer("test").start_as_current_span("test"):
+            assert (
+                await run(container, _bound(diamond), mode) == f"{SECRET.upper()}l{SECRET.upper()}r"
+            )
+    spans = otel.spans()
+    assert _under_test_span(spans) == [
+        (
+            f"call {M}diamond",
+            [(f"resolve {M}leaf", []), (f"resolve {M}left", []), (f"resolve {M}right", [])],
+        )
+    ]
+    call = one(spans, f"call {M}diamond")
+    assert call.attributes is not None
+    assert call.attributes["resolvent.mode"] == {"timeout": "generated"}.get(mode, mode)
+    assert call.attributes["code.function.name"] == f"{M}diamond"
+    assert call.attributes["resolvent.scopes"] == ("CALL",)
+    assert call.attributes["resolvent.backend"] in ("asyncio", "trio")
+    resolver = one(spans, f"resolve {M}left")
+    assert dict(resolver.attributes or {}) == {
+        "code.function.name": f"{M}left",
+        "resolvent.scope": "CALL",
+        "resolvent.resolver.kind": "async",
+    }
+    assert_nothing_secret(spans, SECRET, SECRET.upper())
+
+
+def _bound(fn):  # the call's argument, as every mode passes none of its own
+    import functools
+
+    return functools.partial(fn, user=SECRET)
+
+
+async def test_off_without_a_provider_and_when_switched_off(otel: Installed) -> None:
+    from resolvent._executor import PLAN_CODE
+
+    container = Container(tracing=False)
+    plan = container.compile(diamond)
+    assert plan.code is PLAN_CODE and plan.steps[0].fn is leaf  # the plain plan, as ever
+    assert await container.run(diamond, user="u") == "Ul" + "Ur"
+    assert otel.spans() == []
+    container.tracing = True  # at run time: every plan compiles again, traced whole
+    assert await container.run(diamond, user="u") == "Ul" + "Ur"
+    assert [s.name for s in otel.spans()][-1] == f"call {M}diamond"
+    assert container.compile(diamond).code is not PLAN_CODE
+    container.tracing = None  # follows the provider: installed here
+    assert container.compile(diamond).code is not PLAN_CODE
+
+
+async def test_no_provider_no_tracing() -> None:
+    from resolvent._executor import PLAN_CODE
+
+    assert Container().compile(diamond).code is PLAN_CODE
+
+
+def test_tracing_true_without_the_api_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
+    from resolvent import ResolventError
+
+    with pytest.raises(ResolventError, match=r"pip install 'resolvent\[otel\]'"):
+        Container(tracing=True)
+
+
+def threaded(user: str) -> str:
+    return threading.current_thread().name
+
+
+async def in_thread(name: Annotated[str, Resolve(threaded)], user: str) -> str:
+    return name
+
+
+async def test_a_worker_thread_resolver_is_a_child_of_the_call(otel: Installed) -> None:
+    container = Container()
+    thread = await container.run(in_thread, user=SECRET)
+    assert thread != threading.current_thread().name
+    spans = otel.spans()
+    assert tree(spans) == [(f"call {M}in_thread", [(f"resolve {M}threaded", [])])]
+    assert one(spans, f"resolve {M}threaded").attributes == {
+        "code.function.name": f"{M}threaded",
+        "resolvent.scope": "CALL",
+        "resolvent.resolver.kind": "thread",
+    }
+    assert_nothing_secret(spans, SECRET)
+
+
+closed: list[str] = []
+
+
+async def connection(user: str) -> AsyncIterator[str]:
+    try:
+        yield "conn"
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(0)
+        closed.append("conn")
+
+
+async def slow(conn: Annotated[str, Resolve(connection)], started: anyio.Event, user: str) -> str:
+    started.set()
+    await anyio.sleep_forever()
+    return conn
+
+
+async def quick(conn: Annotated[str, Resolve(connection)], user: str) -> str:
+    return conn
+
+
+async def test_a_resource_torn_down_after_cancellation_ends_under_the_call(
+    otel: Installed,
+) -> None:
+    container = Container(values=(anyio.Event,))
+    started = anyio.Event()
+    closed.clear()
+    async with container, anyio.create_task_group() as group:
+
+        async def call() -> None:
+            async with container.call(values={anyio.Event: started}) as scope:
+                await scope.run(slow, user=SECRET)
+
+        group.start_soon(call)
+        await started.wait()
+        group.cancel_scope.cancel()
+    assert closed == ["conn"]
+    async with container:
+        # The first set-up is held in a task of its own (whose context is the call's); a
+        # later one is known to hold no scope, and closes in the caller's task, outside.
+        for count in (2, 3):
+            async with container.call(values={anyio.Event: None}) as scope:
+                assert await scope.run(quick, user=SECRET) == "conn"
+                assert len(closed) == count - 1  # open until the scope closes
+            assert len(closed) == count
+    spans = otel.spans()
+    assert tree(spans) == [
+        (f"call {M}quick", [(f"setup {M}connection", []), (f"teardown {M}connection", [])]),
+        (f"call {M}quick", [(f"setup {M}connection", []), (f"teardown {M}connection", [])]),
+        (f"call {M}slow", [(f"setup {M}connection", []), (f"teardown {M}connection", [])]),
+    ]
+    call = one(spans, f"call {M}slow")
+    assert call.attributes is not None and call.attributes["resolvent.cancelled"] is True
+    assert call.status.status_code is StatusCode.UNSET  # a cancellation is no error
+    for teardown in spans:
+        assert teardown.status.status_code is StatusCode.UNSET or teardown.name == call.name
+    assert_nothing_secret(spans, SECRET)
+
+
+class Broken(Exception):
+    pass
+
+
+async def failing(user: str) -> str:
+    raise Broken(f"no such user {user}")  # the message carries the argument
+
+
+async def uses_failing(value: Annotated[str, Resolve(failing)], user: str) -> str:
+    return value
+
+
+async def test_a_failing_resolver_marks_its_span_and_the_calls(otel: Installed) -> None:
+    container = Container()
+    with pytest.raises(Broken):
+        await container.run(uses_failing, user=SECRET)
+    spans = otel.spans()
+    assert tree(spans) == [(f"call {M}uses_failing", [(f"resolve {M}failing", [])])]
+    for name in (f"resolve {M}failing", f"call {M}uses_failing"):
+        span = one(spans, name)
+        assert span.status.status_code is StatusCode.ERROR
+        assert span.attributes is not None
+        assert span.attributes["error.type"] == f"{M}Broken"
+    assert_nothing_secret(spans, SECRET)  # not the message: it carries the argument
+    errors = otel.metrics()["resolvent.resolver.errors"]
+    assert [(p.value, dict(p.attributes)) for p in errors] == [
+        (
+            1,
+            {
+                "code.function.name": f"{M}failing",
+                "resolvent.scope": "CALL",
+                "error.type": f"{M}Broken",
+            },
+        )
+    ]
+
+
+async def stuck(user: str) -> str:
+    await anyio.sleep_forever()
+    return user
+
+
+async def uses_stuck(value: Annotated[str, Resolve(stuck)], user: str) -> str:
+    return value
+
+
+async def test_a_call_timeout_expiry_is_marked(otel: Installed) -> None:
+    container = Container(call_timeout=0.01)
+    async with container:
+        with pytest.raises(TimeoutError):
+            await container.run(uses_stuck, user=SECRET)
+    spans = otel.spans()
+    assert tree(spans) == [(f"call {M}uses_stuck", [(f"resolve {M}stuck", [])])]
+    call = one(spans, f"call {M}uses_stuck")
+    assert call.attributes is not None
+    assert call.attributes["resolvent.call_timeout.expired"] is True
+    assert call.attributes["resolvent.call_timeout"] == 0.01
+    assert call.attributes["error.type"] == "resolvent.CallTimeout"
+    stuck_span = one(spans, f"resolve {M}stuck")
+    assert stuck_span.attributes is not None
+    assert stuck_span.attributes["resolvent.cancelled"] is True
+    assert_nothing_secret(spans, SECRET)
+
+
+async def config() -> str:
+    return "config"
+
+
+async def uses_config(value: Annotated[str, Resolve(config)], user: str) -> str:
+    return value
+
+
+async def test_a_value_from_an_outer_scope_is_made_once_and_timed(otel: Installed) -> None:
+    container = Container()
+    container.provide(config, scope=Scope.APP)
+    async with container:
+        for _ in range(3):
+            await container.run(uses_config, user=SECRET)
+    spans = otel.spans()
+    # Made once, in the first call; the later calls take it from the APP scope's memo.
+    assert tree(spans) == [
+        (f"call {M}uses_config", [(f"resolve {M}config", [])]),
+        (f"call {M}uses_config", []),
+        (f"call {M}uses_config", []),
+    ]
+    assert one(spans, f"resolve {M}config").attributes == {
+        "code.function.name": f"{M}config",
+        "resolvent.scope": "APP",
+        "resolvent.resolver.kind": "async",
+    }
+    (point,) = otel.metrics()["resolvent.resolver.duration"]
+    assert point.count == 1
+    assert dict(point.attributes) == {"code.function.name": f"{M}config", "resolvent.scope": "APP"}
+    assert_nothing_secret(spans, SECRET)
+
+
+class Cart(BaseModel):
+    items: list[str] = []
+
+
+STORE_AT: list[Path] = []  # the SQLite file of the test that runs
+
+
+async def cart_store() -> AsyncIterator[StateStore]:
+    async with open_store(f"sqlite:///{STORE_AT[0]}") as store:
+        yield store
+
+
+CARTS = State("cart", Cart, store=cart_store)
+
+
+async def open_cart(cart: Annotated[Held[Cart], Resolve(CARTS.new)]) -> str:
+    return cart.handle
+
+
+async def add_item(cart: str, item: str, edit: Annotated[Held[Cart], Resolve(CARTS.edit)]) -> int:
+    edit.value.items.append(item)
+    if item == "poison":
+        raise Broken("refused")
+    return len(edit.value.items)
+
+
+async def test_a_state_edit_commits_or_rolls_back(otel: Installed, tmp_path: Path) -> None:
+    STORE_AT[:] = [tmp_path / "carts.db"]
+    container = Container()
+    container.provide(cart_store, scope=Scope.APP)
+    async with container:
+        handle = await container.run(open_cart)
+        EXPORTER.clear()
+        assert await container.run(add_item, cart=handle, item=SECRET) == 1
+        with pytest.raises(Broken):
+            await container.run(add_item, cart=handle, item="poison")
+        assert await container.run(add_item, cart=handle, item="two") == 2  # not poisoned
+    spans = otel.spans()
+    call = f"call {M}add_item"
+    made = [(f"resolve resolvent._state.{f}", []) for f in ("call_token", "current_principal")]
+    commits = (call, [*made, ("state.commit cart", []), ("state.load cart", [])])
+    rollback = (call, [*made, ("state.load cart", []), ("state.rollback cart", [])])
+    assert tree(spans) == sorted([commits, commits, rollback], key=repr)
+    for span in spans:
+        if span.name.startswith("state."):
+            assert span.attributes is not None
+            assert span.attributes["resolvent.state.name"] == "cart"
+            assert span.attributes["resolvent.state.store"] == "SqliteStore"
+    assert_nothing_secret(spans, SECRET, handle, "anonymous")
