@@ -78,6 +78,7 @@ NEEDS = {
     "trio": ("`trio` extra",),
     "pytest": ("`pytest`",),
     "websockets": ("`websockets`",),
+    "opentelemetry": ("`otel` extra",),
 }
 PAGES = [p for p in DOCUMENTS[1:] if "```python" in p.read_text(encoding="utf-8")]
 

@@ -334,7 +334,7 @@ async def test_a_state_edit_commits_or_rolls_back(otel: Installed, tmp_path: Pat
         assert await container.run(add_item, cart=handle, item="two") == 2  # not poisoned
     spans = otel.spans()
     call = f"call {M}add_item"
-    made = [(f"resolve resolvent._state.{f}", []) for f in ("call_token", "current_principal")]
+    made = [(f"resolve resolvent._state.{f}", []) for f in ("call_ledger", "current_principal")]
     commits = (call, [*made, ("state.commit cart", []), ("state.load cart", [])])
     rollback = (call, [*made, ("state.load cart", []), ("state.rollback cart", [])])
     assert tree(spans) == sorted([commits, commits, rollback], key=repr)
