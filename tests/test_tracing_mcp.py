@@ -79,4 +79,14 @@ async def test_a_question_chain_is_one_tree_per_tool_call(otel: Installed, mode:
         trees = sorted((tree(spans, call) for call in calls), key=len)
         assert sorted(len(t[0][1]) for t in trees) == [1, 2, 3, 3]
         assert all(t[0][1] == resolved[: len(t[0][1])] for t in trees)
+        # Numbered, and each later round linked to the first round's call.
+        rounds = sorted(
+            (s for s in spans if s.name == f"call {f}chain"),
+            key=lambda s: (s.attributes or {})["resolvent.round"],
+        )
+        assert [(s.attributes or {})["resolvent.round"] for s in rounds] == [1, 2, 3, 4]
+        assert rounds[0].links == ()
+        for later in rounds[1:]:
+            assert [link.context.span_id for link in later.links] == [rounds[0].context.span_id]
+            assert later.links[0].context.trace_id == rounds[0].context.trace_id
     assert_nothing_secret(spans, SECRET)

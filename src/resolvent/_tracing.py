@@ -29,7 +29,7 @@ from ._scopes import Scope
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.metrics import Counter, Histogram
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Link, Span, SpanContext, Tracer
 
     from ._plan import Plan, Step
 
@@ -57,6 +57,7 @@ BACKEND = "resolvent.backend"
 CANCELLED = "resolvent.cancelled"
 TIMED_OUT = "resolvent.call_timeout.expired"
 TIMEOUT = "resolvent.call_timeout"
+ROUND = "resolvent.round"
 STATE = "resolvent.state.name"
 STATE_STORE = "resolvent.state.store"
 _STORE_ARGUMENT = "resolvent_store"  # what a `State`'s resolvers are given their store as
@@ -489,12 +490,20 @@ async def run_traced(call: Any, plan: Plan, kwargs: dict[str, Any]) -> Any:
     timeout = call._container.call_timeout  # its own container's
     if timeout is not None:
         attributes[TIMEOUT] = timeout
+    rounds = call.rounds
+    number, first = _round(rounds) if rounds is not None else (0, None)
+    if number:
+        attributes[ROUND] = number
     with _tracer().start_as_current_span(
         f"call {plan.name}",
         attributes=attributes,
+        links=_links(first),
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
+        if rounds is not None:  # carried to the next round, if there is one
+            context = first if first is not None else span.get_span_context()
+            rounds.asking[_ROUND_KEY] = f"{number} {context.trace_id:032x} {context.span_id:016x}"
         try:
             injected = await call.resolve(plan, kwargs)  # as `Call.run` goes on
             if plan.fn_threaded:
@@ -508,6 +517,35 @@ async def run_traced(call: Any, plan: Plan, kwargs: dict[str, Any]) -> Any:
         except BaseException as error:
             _call_failed(span, error)
             raise
+
+
+# A multi-round call carries its round number, and the span of its first round, to the next
+# round in its state, under a key no question's wire key can be (they are identifiers): an
+# entry of the questions it asked, which the next round reads back and otherwise ignores.
+_ROUND_KEY = " resolvent.round"
+
+
+def _round(rounds: Any) -> tuple[int, SpanContext | None]:
+    """This round's number, and the first round's span (None in the first round)."""
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    carried = rounds.asked.get(_ROUND_KEY)
+    try:
+        number, trace_id, span_id = carried.split(" ")
+        first = SpanContext(
+            int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(1)
+        )
+        return int(number) + 1, first if first.is_valid else None
+    except (AttributeError, ValueError):  # none carried (the first round), or malformed
+        return 1, None
+
+
+def _links(first: SpanContext | None) -> list[Link] | None:
+    if first is None:
+        return None
+    from opentelemetry.trace import Link
+
+    return [Link(first)]
 
 
 def traced(step: Step) -> bool:
