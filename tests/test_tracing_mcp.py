@@ -1,63 +1,31 @@
 """Spans of MCP tool calls: resolvent's call under the SDK's ``tools/call NAME`` span, and
 each question a person answers, on both protocols."""
 
-from typing import Annotated
-
 import pytest
-from mcp.server.mcpserver import MCPServer
 
-from mcp_helpers import MODES, Name, Script, client, text
-from resolvent import Container, Elicit, Resolve
-from resolvent.mcp import inject
+from mcp_helpers import MODES, Script, client, text
+from test_mcp_rounds_chain import build
 from trace_helpers import Installed, assert_nothing_secret, otel, tree
 
 __all__ = ("otel",)  # the fixture, used by name
 
-SECRET = "s3cret-argument"
-
-
-def build() -> MCPServer:
-    container = Container()
-    server = MCPServer("chain", lifespan=container.lifespan)
-
-    async def first() -> Elicit[Name]:
-        return Elicit("first?", Name)
-
-    async def second(a: Annotated[Name, Resolve(first)]) -> Elicit[Name]:
-        return Elicit(f"second, after {a.name}?", Name)
-
-    async def third(
-        a: Annotated[Name, Resolve(first)], b: Annotated[Name, Resolve(second)]
-    ) -> Elicit[Name]:
-        return Elicit(f"third, after {a.name} and {b.name}?", Name)
-
-    @server.tool()
-    @inject(container)
-    async def chain(
-        a: Annotated[Name, Resolve(first)],
-        b: Annotated[Name, Resolve(second)],
-        c: Annotated[Name, Resolve(third)],
-        word: str,
-    ) -> str:
-        return f"{a.name}-{b.name}-{c.name}"
-
-    return server
+SECRETS = ("Ann-s3cret", "Bob-s3cret", "Cy-s3cret")  # the answers
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_question_chain_is_one_tree_per_tool_call(otel: Installed, mode: str) -> None:
     script = Script(
         **{
-            "first?": ("accept", {"name": "A"}),
-            "second, after A?": ("accept", {"name": "B"}),
-            "third, after A and B?": ("accept", {"name": "C"}),
+            "first?": ("accept", {"name": "Ann-s3cret"}),
+            "second, after Ann-s3cret?": ("accept", {"name": "Bob-s3cret"}),
+            "third, after Ann-s3cret and Bob-s3cret?": ("accept", {"name": "Cy-s3cret"}),
         }
     )
-    async with client(build(), mode, elicitation_callback=script) as c:
-        result = await c.call_tool("chain", {"word": SECRET})
-    assert text(result) == "A-B-C"
+    async with client(build(concurrent=False), mode, elicitation_callback=script) as c:
+        result = await c.call_tool("chain", {})
+    assert text(result) == "-".join(SECRETS)
     spans = otel.spans()
-    f = "test_tracing_mcp.build.<locals>."
+    f = "test_mcp_rounds_chain.build.<locals>."
     resolved = [(f"resolve {f}{name}", []) for name in ("first", "second", "third")]
     calls = [s for s in spans if s.name == "tools/call chain"]
     if mode == "legacy":  # one tool call; each question waits for its answer in it
@@ -89,4 +57,4 @@ async def test_a_question_chain_is_one_tree_per_tool_call(otel: Installed, mode:
         for later in rounds[1:]:
             assert [link.context.span_id for link in later.links] == [rounds[0].context.span_id]
             assert later.links[0].context.trace_id == rounds[0].context.trace_id
-    assert_nothing_secret(spans, SECRET)
+    assert_nothing_secret(spans, *SECRETS)
