@@ -4,7 +4,7 @@ caller's deadline is not held up by a handler's thread, and a call scope used af
 ``async with`` block refuses instead of opening resources nobody closes."""
 
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any
 
 import anyio
@@ -71,6 +71,13 @@ async def _expire_once_entered(deadline: anyio.CancelScope, gate: Gate) -> None:
     """Moves the caller's deadline to now once the handler's thread is blocked in the gate."""
     assert await anyio.to_thread.run_sync(gate.entered.wait, 5)
     deadline.deadline = anyio.current_time()
+
+
+_LOG: list[str] = []
+
+
+def _log() -> list[str]:
+    return _LOG
 
 
 def environment() -> str:  # a plain sync resolver: a worker thread of its own
@@ -166,6 +173,33 @@ async def test_an_inline_sync_handler_and_resolver_run_on_the_event_loop(mode: s
     assert "region  CALL    function\n" in described
     assert "(thread)" in described  # environment
     assert described.splitlines()[-3].endswith("health")
+
+
+async def stream_rows(log: Annotated[list[str], Resolve(_log)]) -> AsyncIterator[str]:
+    log.append("set up")  # never reached: run refuses before
+    yield "row"
+
+
+def count_rows(log: Annotated[list[str], Resolve(_log)]) -> Iterator[int]:
+    log.append("set up")
+    yield 1
+
+
+@pytest.mark.parametrize("mode", HANDLER_MODES)
+async def test_a_generator_handler_is_refused_not_run(mode: str) -> None:
+    """Calling a generator function only makes a generator: run would return it with its
+    set-up and teardown never run, and its resources closed before anyone iterates."""
+    container = _container(mode)
+    async with container:
+        for handler in (stream_rows, count_rows):
+            for _ in range(2):  # the first call, and one with its plan compiled
+                with pytest.raises(ResolventError, match="generator") as refused:
+                    await _run(container, handler, mode)
+                assert _LOG == []
+            if handler is stream_rows and mode != "interpreter":
+                runner = "session.run" if mode == "session" else "container.run"
+                message = str(refused.value).replace(runner, "RUNNER")
+                assert_snapshot("run_generator_handler", message)
 
 
 @pytest.mark.parametrize("mode", HANDLER_MODES)

@@ -21,7 +21,7 @@ from ._errors import AnswerTimeout, InputRequired, ResolventError
 from ._executor import EMPTY, PLAN_CODE, timed_out
 from ._interpreter import interpret
 from ._plan import Plan, Step
-from ._plans import callable_name, check_scopes
+from ._plans import callable_name, check_scopes, refuse_generator
 from ._questions import Asker
 from ._sharing import Sharing
 from ._teardown import Exits, close_resources, settle, settle_writes
@@ -349,6 +349,8 @@ class Call:
         else:
             fn, plan, kwargs = container._for_run(fn, kwargs)
             check_scopes(plan, container._app, self._session)
+            if not (plan.fn_is_async or plan.fn_threaded):  # inline, or a generator
+                refuse_generator(plan, "call.run" if self._session is None else "session.run")
         if (
             self.rounds is None
             and not self.concurrent

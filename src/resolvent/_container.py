@@ -20,7 +20,7 @@ from ._compiler import Overrides
 from ._errors import InvalidSignature, ResolventError
 from ._executor import EMPTY, HOT_AFTER, is_cold
 from ._plan import Plan, direct_shape
-from ._plans import PlanCache, Starter, check_scopes, refuse_values
+from ._plans import PlanCache, Starter, check_scopes, refuse_generator, refuse_values
 from ._questions import Asker
 from ._registry import Registry, read
 from ._scopes import Scope
@@ -408,6 +408,8 @@ class Container:
         # the same code (a bound method of the same object).
         fn, plan, kwargs = self._for_run(fn, kwargs)
         check_scopes(plan, self._app, None)
+        if not (plan.fn_is_async or plan.fn_threaded):  # an inline function, or a generator
+            refuse_generator(plan, "container.run")
         if plan.value_types:
             refuse_values(plan)
         start = self._start(plan)

@@ -23,7 +23,14 @@ from ._plan import Plan
 from ._registry import Registry, resolver_key
 from ._scopes import Scope
 
-__all__ = ("PlanCache", "Starter", "callable_name", "check_scopes", "refuse_values")
+__all__ = (
+    "PlanCache",
+    "Starter",
+    "callable_name",
+    "check_scopes",
+    "refuse_generator",
+    "refuse_values",
+)
 
 if TYPE_CHECKING:
     KW = TypeVar("KW", bound=Mapping[str, Any])
@@ -301,6 +308,28 @@ def check_scopes(plan: Plan, app: LiveScope | None, session: LiveScope | None) -
             f"{plan.name} needs SESSION-scoped values ({names}) but runs outside a session.\n"
             "  fix: `async with container.session() as session: await session.run(...)`"
         )
+
+
+def refuse_generator(plan: Plan, runner: str) -> None:
+    """Refuse to run a generator function as a handler (*runner* is what was asked to
+    run it): calling it only makes a generator, so its set-up and teardown would never
+    run. Called where ``plan.fn`` neither awaits nor runs in a thread: the rest cannot
+    be generators."""
+    fn = plan.fn
+    if inspect.isasyncgenfunction(fn):
+        what = "an async generator function"
+    elif inspect.isgeneratorfunction(fn):
+        what = "a generator function"
+    else:
+        return
+    short = getattr(fn, "__name__", plan.name)
+    raise ResolventError(
+        f"{runner} cannot run {plan.name}: it is {what}, so calling it would only make a "
+        "generator, and the code around its `yield` would never run.\n"
+        f"  fix: to set up and tear down a value around a call, make it a resolver a "
+        f"handler takes, `Annotated[T, Resolve({short})]`, which the call closes; to "
+        "return a result, write a function that returns it"
+    )
 
 
 def refuse_values(plan: Plan) -> None:
