@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import anyio
 from fastapi import FastAPI, HTTPException
 from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware import Middleware
@@ -29,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as ASGIScope
 from starlette.websockets import WebSocket
 
-from resolvent import Container, Resolve, Scope
+from resolvent import Container, Handle, Held, Resolve, Scope, State, StateNotFound
 from resolvent.mcp import inject as mcp_inject
 from resolvent.starlette import inject
 
@@ -277,20 +278,71 @@ def faulty_route(container: Container, log: Log, made: Log) -> Route:
     return Route("/r/{i}", inject(container)(handle))
 
 
+# -- state on Starlette routes: the handle from the path or the query string -------------
+
+
+class Cart(BaseModel):
+    items: dict[str, int] = {}
+
+
+async def cart_not_found(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"detail": str(exc).splitlines()[0]}, status_code=404)
+
+
+def cart_routes(container: Container, store: str = "memory:") -> list[BaseRoute]:
+    """Carts on plain Starlette routes: ``POST /carts`` opens one; ``POST
+    /carts/{cart}/items/{item}?qty=N`` adds to it; ``GET /carts/{cart}`` and ``GET
+    /cart?cart=H`` show it. The handle and the item come from the path, the quantity and
+    the second route's handle from the query string. Map `StateNotFound` to 404 with
+    `cart_not_found`."""
+    carts = State("cart", Cart, store=store)
+
+    @inject(container)
+    async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> JSONResponse:
+        return JSONResponse({"cart": cart.handle})
+
+    @inject(container)
+    async def add_item(
+        cart: Handle,
+        item: str,
+        edit: Annotated[Held[Cart], Resolve(carts.edit)],
+        qty: int = 1,
+    ) -> JSONResponse:
+        edit.value.items[item] = edit.value.items.get(item, 0) + qty
+        return JSONResponse(edit.value.items)
+
+    @inject(container)
+    async def show_cart(cart: Handle, value: Annotated[Cart, Resolve(carts.read)]) -> JSONResponse:
+        return JSONResponse(value.items)
+
+    return [
+        Route("/carts", open_cart, methods=["POST"]),
+        Route("/carts/{cart}/items/{item}", add_item, methods=["POST"]),
+        Route("/carts/{cart}", show_cart),
+        Route("/cart", show_cart),
+    ]
+
+
 # -- served by uvicorn in a subprocess ----------------------------------------------------
 
 
 def served_starlette() -> Starlette:
     """A plain Starlette app on ``container.lifespan`` with the routes of the tests: ``/``,
-    ``/stream`` (3 chunks), ``/endless`` (64 KiB chunks, forever), ``/fail``, ``/ws`` and
-    ``/r/{i}``, on one container."""
+    ``/stream`` (3 chunks), ``/endless`` (64 KiB chunks, forever), ``/fail``, ``/ws``,
+    ``/r/{i}`` and the carts of `cart_routes`, on one container."""
     container, _database, transaction = make_container(printed)
     _, cursor = cursor_container(printed, container=container)
     stream, fail = streaming_routes(container, cursor, chunks=3)
     endless, _ = streaming_routes(container, cursor, None, pad=64 * 1024, path="/endless")
     routes: list[BaseRoute] = [home_route(container, transaction), stream, endless, fail]
     routes += [echo_route(container, cursor), faulty_route(container, printed, printed)]
-    return Starlette(routes=routes, lifespan=container.lifespan, middleware=[Middleware(Tagged)])
+    routes += cart_routes(container)
+    return Starlette(
+        routes=routes,
+        lifespan=container.lifespan,
+        middleware=[Middleware(Tagged)],
+        exception_handlers={StateNotFound: cart_not_found},
+    )
 
 
 def served_fastapi_with_mcp() -> FastAPI:

@@ -417,6 +417,9 @@ class ThreadClients:
     def get(self, url: str, **kwargs: Any) -> httpx.Response:
         return self._mine().get(url, **kwargs)
 
+    def post(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self._mine().post(url, **kwargs)
+
     def stream(self, method: str, url: str, **kwargs: Any) -> Any:
         return self._mine().stream(method, url, **kwargs)
 
@@ -471,6 +474,23 @@ def test_starlette_endpoint_gets_request_and_resources_under_uvicorn(
     mine = events.wait(lambda e: e.count("call close") == 2)
     assert [e for e in mine if e != "app open"] == ["call open", "call close"] * 2
     assert events_of(starlette_server.output).count("app open") == 1
+
+
+@pytest.mark.network
+def test_starlette_routes_keep_a_cart_by_path_and_query_under_uvicorn(
+    starlette_server: Served, request: pytest.FixtureRequest
+) -> None:
+    """A plain Starlette endpoint takes its call arguments (here a state handle) from the
+    path, else the query string."""
+    with Events(starlette_server, request).client() as client:
+        handle = client.post("/carts").json()["cart"]
+        assert client.post(f"/carts/{handle}/items/pear", params={"qty": 2}).json() == {"pear": 2}
+        assert client.get(f"/carts/{handle}").json() == {"pear": 2}
+        assert client.get("/cart", params={"cart": handle}).json() == {"pear": 2}
+        missing = client.get("/cart")
+        assert missing.status_code == 400
+        assert missing.text == "show_cart needs 'cart', a path or query parameter"
+        assert client.get(f"/carts/{'A' * 32}").status_code == 404
 
 
 @pytest.mark.network

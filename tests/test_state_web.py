@@ -5,19 +5,24 @@ closes after the response is sent; the edit's lease makes the next request read 
 written, and a route maps `StateNotFound` to 404 with an ordinary exception handler.
 """
 
+from pathlib import Path
 from typing import Annotated
 
 import pytest
 from pydantic import BaseModel
 
 from resolvent import Container, Handle, Held, Resolve, State, StateNotFound
+from state_helpers import STORES, valkey_url  # noqa: F401
 
 fastapi = pytest.importorskip("fastapi")
 from fastapi.responses import JSONResponse  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
+from starlette.applications import Starlette  # noqa: E402
 from starlette.requests import Request  # noqa: E402
 
 from resolvent.starlette import inject  # noqa: E402
+from starlette_apps import MODES as WEB_MODES  # noqa: E402
+from starlette_apps import cart_not_found, cart_routes  # noqa: E402
 
 
 class Cart(BaseModel):
@@ -70,3 +75,41 @@ def test_fastapi_routes_keep_a_cart(store: str, tmp_path: object) -> None:
     if store == "sqlite":  # a second app (another worker) on the same file sees it
         with TestClient(make_app(url)) as other:
             assert other.get(f"/carts/{handle}").json() == {"apple": 5}
+
+
+# -- Starlette endpoints: the handle from the path or the query string --------------------
+
+
+@pytest.fixture(params=STORES)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    kind: str = request.param
+    if kind == "redis":
+        return str(request.getfixturevalue("valkey_url"))
+    return f"sqlite:///{tmp_path}/carts.db" if kind == "sqlite" else "memory:"
+
+
+@pytest.mark.parametrize("mode", list(WEB_MODES))
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_starlette_routes_take_the_handle_from_the_path_or_the_query(
+    store_url: str, backend: str, mode: str
+) -> None:
+    container = Container(**WEB_MODES[mode])
+    app = Starlette(
+        routes=cart_routes(container, store_url),
+        lifespan=container.lifespan,
+        exception_handlers={StateNotFound: cart_not_found},
+    )
+    with TestClient(app, backend=backend) as web:
+        handle = web.post("/carts").json()["cart"]
+        assert web.post(f"/carts/{handle}/items/apple").json() == {"apple": 1}
+        added = web.post(f"/carts/{handle}/items/apple", params={"qty": "2"})
+        assert added.json() == {"apple": 3}
+        assert web.get(f"/carts/{handle}").json() == {"apple": 3}
+        assert web.get("/cart", params={"cart": handle}).json() == {"apple": 3}
+        # The client's mistakes are 400s naming the parameter; a stale handle is a 404.
+        missing = web.get("/cart")
+        assert (missing.status_code, missing.text) == (400, "show_cart needs 'cart', a path or query parameter")  # fmt: skip
+        wrong = web.post(f"/carts/{handle}/items/apple", params={"qty": "many"})
+        assert (wrong.status_code, wrong.text) == (400, "query parameter 'qty' of add_item is not an int")  # fmt: skip
+        assert web.get(f"/carts/{'A' * 32}").status_code == 404
+        assert web.get(f"/carts/{handle}").json() == {"apple": 3}

@@ -6,8 +6,10 @@ transaction, say) opens once, and both see the same value. Run under Starlette's
 `TestClient` on asyncio and trio.
 """
 
+import contextlib
 import inspect
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any
 
 import pytest
@@ -16,7 +18,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.testclient import TestClient
 
 from modes import MODES, make_container
-from resolvent import Container, Resolve, Scope
+from resolvent import Container, Resolve, Scope, inline
 from resolvent.starlette import inject
 
 BACKENDS = ["asyncio", "trio"]
@@ -102,6 +104,65 @@ def test_an_injected_dependency_shares_the_route_call_scope(
     # The CALL resource opened once per request, for the dependency and the route alike.
     assert events == ["begin 1", "commit 1", "begin 2", "commit 2"]
     assert set(seen) == {1, 2}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", WEB_MODES)
+@pytest.mark.parametrize("kind", ["async", "sync", "inline"])
+def test_an_injected_dependency_with_yield_sets_up_before_and_tears_down_after(
+    kind: str, mode: str, backend: str
+) -> None:
+    """As FastAPI runs its own: the code before `yield` runs before the route, the code
+    after it once the response is sent, or with the route's error; the request's CALL
+    resources stay open around both."""
+    events: list[str] = []
+    app, container, transaction = transaction_app(events, mode)
+
+    threads: set[int] = set()  # where the sync one runs
+    loop: set[int] = set()
+
+    def sync_unit(tx: Annotated[int, Resolve(transaction)]) -> Iterator[str]:
+        threads.add(threading.get_ident())
+        events.append(f"unit begins in {tx}")
+        try:
+            yield f"unit {tx}"
+        except Exception as exc:
+            events.append(f"unit saw {exc}")
+            raise
+        events.append("unit ends")
+
+    async def unit(tx: Annotated[int, Resolve(transaction)]) -> AsyncIterator[str]:
+        with contextlib.contextmanager(sync_unit)(tx) as value:  # the same steps
+            yield value
+
+    if kind == "inline":
+        inline(sync_unit)  # marks the function itself
+    dependency = inject(container)(unit if kind == "async" else sync_unit)
+
+    @app.get("/unit")
+    @inject(container)
+    async def route(
+        u: Annotated[str, Depends(dependency)], tx: Annotated[int, Resolve(transaction)]
+    ) -> str:
+        events.append("route")
+        loop.add(threading.get_ident())
+        return f"{u}, route {tx}"
+
+    @app.get("/fails")
+    async def fails(u: Annotated[str, Depends(dependency)]) -> str:
+        events.append("route fails")
+        raise RuntimeError("no stock")
+
+    with TestClient(app, backend=backend, raise_server_exceptions=False) as client:
+        assert client.get("/unit").json() == "unit 1, route 1"
+        assert events == ["begin 1", "unit begins in 1", "route", "unit ends", "commit 1"]
+        events.clear()
+        assert client.get("/fails").status_code == 500
+    # The transaction sees the error too: no commit.
+    assert events == ["begin 2", "unit begins in 2", "route fails", "unit saw no stock"]
+    # A sync one runs in a worker thread unless it is marked inline, as a sync route does.
+    if kind != "async":
+        assert (threads == loop) is (kind == "inline"), (threads, loop)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -15,7 +15,14 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
-from ._annotations import argument_parameters, instance_parameter, lenient_hints, shown_hints
+from ._annotations import (
+    argument_parameters,
+    instance_parameter,
+    lenient_hints,
+    shown_hints,
+    type_name,
+    with_article,
+)
 from ._cache import LiveScope
 from ._compiler import Overrides
 from ._container import Container
@@ -32,7 +39,7 @@ from ._errors import (
 from ._executor import is_cold
 from ._home import spawn_home
 from ._log import logger
-from ._markers import HANDLER, Resolve, inline, is_settling, settles
+from ._markers import HANDLER, Resolve, inline, is_inline, is_settling, settles
 from ._overrides import OverrideBlock
 from ._plan import Plan, Step
 from ._plans import Starter
@@ -91,6 +98,7 @@ __all__ = (
     "inline",
     "instance_parameter",
     "is_cold",
+    "is_inline",
     "is_settling",
     "kept_start",
     "lenient_hints",
@@ -109,6 +117,8 @@ __all__ = (
     "settles",
     "shown_hints",
     "spawn_home",
+    "type_name",
+    "with_article",
 )
 
 # -- containers ------------------------------------------------------------------------------

@@ -2,9 +2,11 @@
 
 CALL is one HTTP request (or one WebSocket connection), APP is the container's lifespan
 (pass ``lifespan=container.lifespan`` to the application), and the `Request` (or
-`WebSocket`) reaches the endpoint and any resolver by type. Path and query parameters and
-the body stay the framework's job: the wrapper shows the framework only the caller-facing
-parameters, so injected ones never appear in FastAPI's OpenAPI schema.
+`WebSocket`) reaches the endpoint and any resolver by type. On FastAPI, path and query
+parameters and the body stay the framework's job: the wrapper shows it only the
+caller-facing parameters, so injected ones never appear in its OpenAPI schema. A Starlette
+endpoint's call arguments (a state handle, say) come from the path parameters, else the
+query string. A dependency written with ``yield`` is a FastAPI dependency with ``yield``.
 
 A request is one CALL scope wherever resolvent is entered in it: a FastAPI dependency
 decorated with `inject` and the route that uses it share it.
@@ -31,10 +33,12 @@ import functools
 import importlib.util
 import inspect
 import typing
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from starlette.exceptions import HTTPException
 from starlette.requests import HTTPConnection, Request
 from starlette.types import Receive, Scope, Send
@@ -50,12 +54,15 @@ from ._integration import (
     current_plan,
     instance_parameter,
     is_cold,
+    is_inline,
     is_settling,
     kept_start,
     on_hot,
     override_state,
     ready_table,
     shown_hints,
+    type_name,
+    with_article,
 )
 
 __all__ = ("inject", "refused")
@@ -113,10 +120,14 @@ def inject(container: Container) -> Callable[[F], F]:
     it takes ``self`` as Python binds it, and its instance's bound method serves as a
     Starlette endpoint or a FastAPI route (``app.get("/")(api.notes)``).
 
-    Each request opens a CALL scope, resolves the injected parameters and calls *fn*; the
-    scope's resources close after the response is sent (a `StreamingResponse` streams
+    Each request opens a CALL scope, resolves the injected parameters and calls *fn*
+    (on Starlette, with its other parameters taken by name from the path parameters, else
+    the query string: a missing or invalid one is a 400 naming it); the scope's
+    resources close after the response is sent (a `StreamingResponse` streams
     with them open), also when the client disconnects or *fn* raises. A WebSocket
-    endpoint's CALL scope lasts as long as the connection.
+    endpoint's CALL scope lasts as long as the connection. A generator *fn* is a FastAPI
+    dependency with ``yield``: set up before the route, torn down after the response,
+    seeing the route's error.
 
     Args:
         container: the container holding the providers.
@@ -320,6 +331,10 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     request_call = contextlib.asynccontextmanager(open_call)
     instance = instance_parameter(fn, plan.arguments)
     params = argument_parameters(fn, [name for name in plan.arguments if name != instance], hints)
+    if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        return _dressed(_dependency(container, fn, plan, instance), fn, params, instance, hints)
+    taken = [(p, _converter(p.annotation)) for p in params]
+    short = getattr(fn, "__name__", plan.name)  # what a client's 400 names
 
     async def respond(
         connection: HTTPConnection,
@@ -410,12 +425,26 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
         *before, last = args
         connection = typing.cast(HTTPConnection, last)
         bound = _bind(plan.name, instance, before) if before else {}
+        if taken:  # its call arguments: from the path, else the query string
+            bound.update(_request_arguments(short, connection, taken))
         if isinstance(connection, WebSocket):
             async with request_call(connection) as call:
                 return await call.run(plan, **bound)
         return functools.partial(respond, connection, bound)
 
     alone.wrapper = wrapper
+    return _dressed(wrapper, fn, params, instance, hints)
+
+
+def _dressed(
+    wrapper: Callable[..., Any],
+    fn: Callable[..., Any],
+    params: list[inspect.Parameter],
+    instance: str | None,
+    hints: dict[str, Any],
+) -> Callable[..., Any]:
+    """*wrapper* with *fn*'s names and the signature the framework reads: *params* (the
+    call arguments), the request's for FastAPI, and the instance of a method."""
     if _has_fastapi():  # FastAPI passes a parameter annotated so the request itself
         params.insert(
             0,
@@ -440,6 +469,115 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     # behind this async wrapper would then be run in a thread pool as if it were sync.
     setattr(wrapper, HANDLER, fn)  # what `resolvent graph` and `resolvent bench` compile
     return wrapper
+
+
+def _dependency(
+    container: Container, fn: Callable[..., Any], plan: Plan, instance: str | None
+) -> Callable[..., AsyncIterator[Any]]:
+    """The wrapper of a FastAPI dependency written with ``yield``: an async generator
+    itself, so FastAPI enters it as it enters its own (set-up before the route, teardown
+    after it, seeing the route's error). Its injected parameters resolve in the request's
+    CALL scope, which closes after it; a sync one's steps run in a worker thread unless
+    it is marked `inline`."""
+    name, is_async, threaded = plan.name, inspect.isasyncgenfunction(fn), not is_inline(fn)
+
+    async def dependency(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        connection: HTTPConnection | None = kwargs.pop(_CONNECTION, None)
+        call = None if connection is None else await _held_call(container, connection)
+        if call is None:
+            raise TypeError(
+                f"{name} is a generator: resolvent.starlette.inject serves one only as a "
+                "FastAPI dependency (FastAPI 0.118 or later); a Starlette endpoint returns "
+                "its response.\n"
+                f"  fix: use it as `Annotated[T, Depends({getattr(fn, '__name__', name)})]` "
+                "in a FastAPI route, or as a resolver, `Annotated[T, Resolve(...)]`"
+            )
+        if args:  # a method, bound to its instance
+            kwargs.update(_bind(name, instance, args))
+        kwargs.update(await call.resolve(plan, kwargs))
+        if is_async:
+            async with contextlib.asynccontextmanager(fn)(**kwargs) as value:
+                yield value
+        else:
+            async with _entered(contextlib.contextmanager(fn)(**kwargs), threaded) as value:
+                yield value
+
+    return dependency
+
+
+@contextlib.asynccontextmanager
+async def _entered(
+    manager: contextlib.AbstractContextManager[Any], threaded: bool
+) -> AsyncGenerator[Any, None]:
+    """A sync context manager entered and left in a worker thread (if *threaded*)."""
+
+    async def step(method: Callable[..., Any], *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(method, *args) if threaded else method(*args)
+
+    value = await step(manager.__enter__)
+    try:
+        yield value
+    except BaseException as exc:
+        with anyio.CancelScope(shield=True):
+            if not await step(manager.__exit__, type(exc), exc, exc.__traceback__):
+                raise
+    else:
+        with anyio.CancelScope(shield=True):
+            await step(manager.__exit__, None, None, None)
+
+
+def _converter(annotation: Any) -> Callable[[Any], Any] | None:
+    """What turns a path or query parameter into a call argument of *annotation*: None for
+    a string (``str``, `resolvent.Handle`, no annotation), else pydantic's lax validation
+    (``"3"`` becomes ``3`` for an ``int``)."""
+    bare = annotation
+    if typing.get_origin(bare) is typing.Annotated:
+        bare = typing.get_args(bare)[0]
+    if bare in (str, Any, inspect.Parameter.empty):
+        return None
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(annotation).validate_python
+
+
+def _request_arguments(
+    name: str,
+    connection: HTTPConnection,
+    taken: list[tuple[inspect.Parameter, Callable[[Any], Any] | None]],
+) -> dict[str, Any]:
+    """A Starlette endpoint's call arguments, by name: each from the request's path
+    parameters, else its query string, else the parameter's default. A missing or
+    invalid one is the client's mistake: `HTTPException` 400 (for a WebSocket,
+    `WebSocketException` 1008 before it is accepted), naming the parameter."""
+    from pydantic import ValidationError
+
+    path, query = connection.path_params, connection.query_params
+    found: dict[str, Any] = {}
+    for param, convert in taken:
+        if param.name in path:
+            value, where = path[param.name], "path"
+        elif param.name in query:
+            value, where = query[param.name], "query"
+        elif param.default is not param.empty:
+            continue
+        else:
+            _refuse(connection, f"{name} needs {param.name!r}, a path or query parameter")
+        if convert is not None:
+            try:
+                value = convert(value)
+            except ValidationError:
+                shown = with_article(type_name(param.annotation))
+                _refuse(connection, f"{where} parameter {param.name!r} of {name} is not {shown}")
+        found[param.name] = value
+    return found
+
+
+def _refuse(connection: HTTPConnection, detail: str) -> typing.NoReturn:
+    if connection.scope["type"] == "websocket":
+        from starlette.exceptions import WebSocketException
+
+        raise WebSocketException(code=1008, reason=detail)
+    raise HTTPException(status_code=400, detail=detail)
 
 
 def _bind(name: str, instance: str | None, args: Sequence[Any]) -> dict[str, Any]:
