@@ -165,6 +165,26 @@ def test_an_injected_dependency_with_yield_sets_up_before_and_tears_down_after(
         assert (threads == loop) is (kind == "inline"), (threads, loop)
 
 
+class Session:
+    """A class pydantic has no schema for: only FastAPI's `Depends` can fill it."""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_route_taking_any_class_from_fastapi_decorates_and_serves(backend: str) -> None:
+    events: list[str] = []
+    app, container, transaction = transaction_app(events)
+
+    @app.get("/session")
+    @inject(container)
+    async def route(
+        s: Annotated[Session, Depends(Session)], tx: Annotated[int, Resolve(transaction)]
+    ) -> str:
+        return f"{type(s).__name__} in {tx}"
+
+    with TestClient(app, backend=backend) as client:
+        assert client.get("/session").json() == "Session in 1"
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_injected_dependency_of_a_plain_route_opens_the_call_scope(backend: str) -> None:
     """A route FastAPI calls itself (no `inject`) still gets one CALL scope from its

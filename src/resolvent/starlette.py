@@ -333,7 +333,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     params = argument_parameters(fn, [name for name in plan.arguments if name != instance], hints)
     if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
         return _dressed(_dependency(container, fn, plan, instance), fn, params, instance, hints)
-    taken = [(p, _converter(p.annotation)) for p in params]
+    taken = [_Argument(p) for p in params]
     short = getattr(fn, "__name__", plan.name)  # what a client's 400 names
 
     async def respond(
@@ -526,24 +526,48 @@ async def _entered(
             await step(manager.__exit__, None, None, None)
 
 
-def _converter(annotation: Any) -> Callable[[Any], Any] | None:
-    """What turns a path or query parameter into a call argument of *annotation*: None for
-    a string (``str``, `resolvent.Handle`, no annotation), else pydantic's lax validation
-    (``"3"`` becomes ``3`` for an ``int``)."""
+class _Argument:
+    """A Starlette endpoint's call argument: its parameter, and what turns a path or query
+    string into it, made on first use (a FastAPI route never needs it)."""
+
+    __slots__ = ("_convert", "param")
+
+    def __init__(self, param: inspect.Parameter) -> None:
+        self.param = param
+        self._convert: Callable[[Any], Any] | None = None
+
+    def convert(self, value: str) -> Any:
+        """*value* as the annotation says: a string as it is (``str``, `resolvent.Handle`,
+        no annotation, or a type pydantic cannot validate), else validated as pydantic
+        validates it, lax (``"3"`` becomes ``3`` for an ``int``)."""
+        convert = self._convert
+        if convert is None:
+            convert = self._convert = _converter(self.param.annotation)
+        return convert(value)
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _converter(annotation: Any) -> Callable[[Any], Any]:
     bare = annotation
     if typing.get_origin(bare) is typing.Annotated:
         bare = typing.get_args(bare)[0]
     if bare in (str, Any, inspect.Parameter.empty):
-        return None
+        return _as_is
     from pydantic import TypeAdapter
 
-    return TypeAdapter(annotation).validate_python
+    try:
+        return TypeAdapter(annotation).validate_python
+    except Exception:  # no schema for it (a class FastAPI's `Depends` fills): as it is
+        return _as_is
 
 
 def _request_arguments(
     name: str,
     connection: HTTPConnection,
-    taken: list[tuple[inspect.Parameter, Callable[[Any], Any] | None]],
+    taken: list[_Argument],
 ) -> dict[str, Any]:
     """A Starlette endpoint's call arguments, by name: each from the request's path
     parameters, else its query string, else the parameter's default. A missing or
@@ -553,7 +577,8 @@ def _request_arguments(
 
     path, query = connection.path_params, connection.query_params
     found: dict[str, Any] = {}
-    for param, convert in taken:
+    for argument in taken:
+        param = argument.param
         if param.name in path:
             value, where = path[param.name], "path"
         elif param.name in query:
@@ -562,13 +587,11 @@ def _request_arguments(
             continue
         else:
             _refuse(connection, f"{name} needs {param.name!r}, a path or query parameter")
-        if convert is not None:
-            try:
-                value = convert(value)
-            except ValidationError:
-                shown = with_article(type_name(param.annotation))
-                _refuse(connection, f"{where} parameter {param.name!r} of {name} is not {shown}")
-        found[param.name] = value
+        try:
+            found[param.name] = argument.convert(value)
+        except ValidationError:
+            shown = with_article(type_name(param.annotation))
+            _refuse(connection, f"{where} parameter {param.name!r} of {name} is not {shown}")
     return found
 
 
