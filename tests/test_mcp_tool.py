@@ -1,6 +1,7 @@
 """The tool as the SDK and its clients see it: schema, Context, output, errors, SDK parity."""
 
 import logging
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any
 
 import mcp_types as types
@@ -185,6 +186,20 @@ def test_compile_errors_surface_at_decoration() -> None:
         @inject(container)
         async def tool(n: Annotated[int, Resolve(needs)]) -> int:
             return n
+
+
+def test_a_generator_is_refused_at_decoration() -> None:
+    container = Container()
+
+    async def rows() -> AsyncIterator[str]:
+        yield "row"
+
+    def numbers() -> Iterator[int]:
+        yield 1
+
+    for fn in (rows, numbers):
+        with pytest.raises(InvalidSignature, match=f"'{fn.__name__}' .* is a generator"):
+            inject(container)(fn)
 
 
 # --- parity with the SDK's built-in resolvers -------------------------------------------

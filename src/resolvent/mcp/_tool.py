@@ -152,6 +152,15 @@ class _Tool:
             raise
         except InvalidSignature as exc:
             raise as_mcp_error(exc, fn) from exc.__cause__
+        if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+            raise McpInvalidSignature(
+                f"{getattr(fn, '__name__', plan.name)!r} ({plan.name}) is a generator "
+                "function: a tool, prompt or resource answers with what it returns, and "
+                "calling a generator only makes one, so the code around its `yield` would "
+                "never run.\n"
+                "  fix: return the result; to set up and tear down around a call, do it in "
+                "a resolver the handler takes, `Annotated[T, Resolve(fn)]`"
+            )
         if plan.steps and returns_input_required(fn):
             raise McpInvalidSignature(
                 f"Tool {getattr(fn, '__name__', plan.name)!r} ({plan.name}) combines "
