@@ -119,6 +119,16 @@ async def test_two_parameters_on_one_handle_share_its_lease_and_value(
             edit.value.items["plum"] = 1
             return seen is edit.value
 
+        async def read_and_edit_twice(
+            src: Handle,
+            dst: Handle,
+            seen: Annotated[Cart, Resolve(srcs.read)],
+            a: Annotated[Held[Cart], Resolve(srcs.edit)],
+            b: Annotated[Held[Cart], Resolve(dsts.edit)],
+        ) -> bool:  # in the concurrent mode, all three load at once
+            a.value.items["fig"] = 1
+            return a is b and seen is a.value
+
         async def fails(
             src: Handle,
             dst: Handle,
@@ -134,16 +144,22 @@ async def test_two_parameters_on_one_handle_share_its_lease_and_value(
             assert await kit.run(kit.show, src=one) == Cart(items={"apple": 2})
             assert await kit.run(read_then_edit, src=one, dst=one) is True
             assert await kit.run(edit_then_read, src=one, dst=one) is True
+            assert await kit.run(read_and_edit_twice, src=one, dst=one) is True
             with pytest.raises(RuntimeError, match="the handler failed"):
                 await kit.run(fails, src=one, dst=one)
             # Written once, and no lease left behind (a call waits 0.2 s at most).
             assert await kit.run(kit.show, src=one) == Cart(
-                items={"apple": 2, "pear": 1, "plum": 1}
+                items={"apple": 2, "pear": 1, "plum": 1, "fig": 1}
             )
             # Two handles are two values: one merged into the other, which is deleted.
-            assert await kit.run(kit.merge, src=one, dst=two) == {"apple": 3, "pear": 1, "plum": 1}
+            assert await kit.run(kit.merge, src=one, dst=two) == {
+                "apple": 3,
+                "pear": 1,
+                "plum": 1,
+                "fig": 1,
+            }
             assert await kit.run(kit.show, src=one) == Cart(
-                items={"apple": 3, "pear": 1, "plum": 1}
+                items={"apple": 3, "pear": 1, "plum": 1, "fig": 1}
             )
             assert await kit.run(kit.open_cart) != two
 

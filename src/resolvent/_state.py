@@ -492,7 +492,7 @@ class State(Generic[M]):
     async def _wait_loaded(self, entry: _Loaded, key: StateKey) -> None:
         """Wait for another parameter of this call that loads *key*; refuse a model
         other than the one it loaded."""
-        if not entry.ready:
+        while not entry.ready:  # (an edit may lease a value read, meanwhile: wait again)
             if entry.waiters is None:
                 entry.waiters = anyio.Event()
             await entry.waiters.wait()
