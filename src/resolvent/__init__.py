@@ -58,6 +58,20 @@ __all__ = (
 
 __version__ = "0.1.0"
 
+
+def _name_exceptions_here() -> None:
+    """Tracebacks and reprs name the public exceptions where users import them from
+    (`resolvent.InvalidSignature`), not the private module that defines them, as httpx and
+    trio do. (The lazily loaded names hold no exception.)"""
+    for name in __all__:
+        public = globals().get(name)
+        if isinstance(public, type) and issubclass(public, BaseException):
+            public.__module__ = __name__
+
+
+_name_exceptions_here()
+del _name_exceptions_here
+
 # Imported on first use only: the outcome models and `State` need pydantic, the state
 # stores are needed only by a program that keeps state (`SqliteStore` needs sqlite3), and
 # `Call` and `Session` only by a program that opens CALL or SESSION scopes (the container
