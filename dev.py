@@ -13,10 +13,13 @@ Usage:
                                  mutation testing of MODULEs (default: all in MUTATE)
 
 The first run creates .venv next to this file and installs the project into it,
-editable: `demo` needs only the mcp extra (the package and the MCP SDK); the other
-commands add the dev extra (test runners, type checkers, docs, benchmark peers).
-It reinstalls whenever pyproject.toml changes. Every command then runs with the
-virtualenv's Python, and dev.py exits with that command's exit code.
+editable, with what the command needs and nothing more: `demo` the mcp extra (the
+MCP SDK); `test` the extras the suite covers (mcp, starlette, fastapi, redis, trio)
+and the test tools (the `test` extra); `check` adds the `lint` extra (ruff, mypy,
+pyright), `docs` the `docs` extra (mkdocs), `bench` the `bench` extra (the benchmark
+peers, matplotlib). What one command installed the next finds in place. It reinstalls
+whenever pyproject.toml changes. Every command then runs with the virtualenv's
+Python, and dev.py exits with that command's exit code.
 
 `mutate` runs mutmut 3 (the mutate extra, installed into .venv on first use) on one
 module at a time, niced, in a copy of the project under .mutate/MODULE/: mutmut changes one
@@ -56,12 +59,27 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYPROJECT = ROOT / "pyproject.toml"
 STAMP = VENV / ".resolvent-installed"
-DEMO_EXTRAS = ("mcp",)
-ALL_EXTRAS = ("dev", "mcp")
+TEST_EXTRAS = ("mcp", "starlette", "fastapi", "redis", "trio", "test")
+EXTRAS = {  # what each command installs
+    "demo": ("mcp",),
+    "test": TEST_EXTRAS,
+    "check": (*TEST_EXTRAS, "lint"),
+    "docs": ("docs",),
+    "bench": (*TEST_EXTRAS, "bench"),
+    "mutate": (*TEST_EXTRAS, "mutate"),
+}
 WHAT = {
     "mutate": "mutmut, for mutation testing",
     "mcp": "the MCP SDK",
-    "dev": "the development tools: pytest, ruff, mypy, pyright, mkdocs, benchmark peers",
+    "starlette": "Starlette",
+    "fastapi": "FastAPI",
+    "redis": "coredis",
+    "trio": "trio",
+    "test": "the test tools (pytest, hypothesis, sybil, a Valkey server)",
+    "lint": "ruff, mypy and pyright",
+    "docs": "mkdocs",
+    "bench": "the benchmark peers and matplotlib",
+    "dev": "every development tool",
 }
 MIN_PYTHON = (3, 11)
 BENCH_VENVS = ROOT / ".venv-bench"
@@ -176,9 +194,8 @@ def installed_extras(wanted_hash: str) -> set[str]:
         return set()
     if not stamp or stamp[0] != wanted_hash:
         return set()
-    if len(stamp) == 1:  # written before the demo installed less: everything
-        return set(ALL_EXTRAS)
-    return set(stamp[1:])
+    have = set(stamp[1:])
+    return have | set(WHAT) if "dev" in have else have  # `dev` is every extra
 
 
 def requirement(line: str) -> str:
@@ -237,7 +254,7 @@ def pip_install(
     return proc.wait()
 
 
-def ensure_env(extras: Sequence[str] = ALL_EXTRAS) -> None:
+def ensure_env(extras: Sequence[str]) -> None:
     """Create .venv if needed and install the project with *extras* unless it already is."""
     if not venv_python().exists():
         create_venv()
@@ -536,10 +553,7 @@ def main(argv: list[str]) -> int:
     if sys.version_info < MIN_PYTHON:
         log(f"Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer is required")
         return 2
-    if action is action_demo:
-        ensure_env(DEMO_EXTRAS)
-    else:
-        ensure_env((*ALL_EXTRAS, "mutate") if action is action_mutate else ALL_EXTRAS)
+    ensure_env(EXTRAS[argv[0]])
     return action(argv[1:])
 
 

