@@ -242,16 +242,76 @@ def test_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert path.read_bytes().startswith(b"\x89PNG")
 
 
-def test_plot_without_matplotlib_says_how_to_get_it(
+def test_plot_without_matplotlib_is_refused_before_measuring(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails
     code, out, err = cli(
         capsys, "bench_sample:trivial", "--calls", "20", "--plot", str(tmp_path / "x.png")
     )
-    assert code == 1
-    assert "resolvent bench bench_sample:trivial" in out  # the figures are still printed
+    assert code == 2
+    assert out == ""  # nothing was measured, so no figure is lost
     assert "--plot needs matplotlib" in err and 'pip install "resolvent[plot]"' in err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_progress_off_a_terminal_is_one_line_per_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = cli(capsys, "bench_sample:trivial", "--calls", "200", "--mode", "all")
+    assert code == 0, err
+    assert err.splitlines() == [f"resolvent bench: {mode}: 200 calls" for mode in MODES]
+
+
+def test_progress_on_a_terminal_is_one_live_bar() -> None:
+    import os
+    import pty
+    import subprocess
+
+    main_fd, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "resolvent", "bench", "bench_sample:trivial", "--calls", "200"],
+        cwd=HERE,
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+    )
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(main_fd, 4096)
+        except OSError:  # the terminal closed: the process has exited
+            break
+        if not chunk:
+            break
+        shown += chunk
+    out, _ = proc.communicate(timeout=120)
+    os.close(main_fd)
+    assert proc.returncode == 0
+    assert out.startswith(b"resolvent bench bench_sample:trivial")
+    text = shown.decode()
+    assert "\n" not in text.replace("\r\n", "")  # no line of its own: redrawn in place
+    assert "\rresolvent bench: generated [" in text.replace("\r\x1b[K", "\r")
+    assert "[########################] 100% (200 calls)" in text
+    assert text.endswith("\r\x1b[K")  # cleared when done
+
+
+def test_a_share_inside_its_own_error_is_reported_as_noise(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "bench.json"
+    code, _, err = cli(capsys, "bench_sample:trivial", "--calls", "200", "--json", str(path))
+    assert code == 0, err
+    report = json.loads(path.read_text())
+    (mode,) = report["modes"]
+    assert mode["resolvent_noise_us"] >= 0  # 10 chunks of 20 calls: an error to compare with
+    for share, noise, shown in [
+        (-6.2, 8.0, "within measurement noise (±8.00 µs)"),
+        (-6.2, 1.0, "within measurement noise (±6.20 µs)"),  # below zero is noise anyway
+        (0.5, 0.75, "within measurement noise (±0.75 µs)"),
+        (3.0, 0.5, "3.00 µs"),
+    ]:
+        mode["resolvent_us"], mode["resolvent_noise_us"] = share, noise
+        [line] = [ln for ln in render(report).splitlines() if ln.startswith("  resolvent ")]
+        assert line.split(None, 1)[1].startswith(shown), line
 
 
 def test_the_benchmark_agreement_check_runs() -> None:

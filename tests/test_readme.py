@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import anyio
@@ -88,3 +89,14 @@ def test_readme_core_example_runs_as_a_script(tmp_path: Path) -> None:
     )  # fmt: skip
     assert "Hello" not in graph.stdout
     assert "current_user" in graph.stdout and "users" in graph.stdout
+
+
+def test_the_install_lists_name_every_extra_a_user_may_want() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    for_users = set(extras) - {"test", "lint", "docs", "bench", "dev"}  # the developers' own
+    assert {"mcp", "starlette", "fastapi", "trio", "redis", "plot"} <= for_users
+    for page in (README, (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")):
+        listed = set(re.findall(r'pip install "\.\[(\w+)\]"', page))
+        assert for_users <= listed, for_users - listed

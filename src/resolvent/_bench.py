@@ -14,6 +14,7 @@ import contextlib
 import functools
 import gc
 import inspect
+import math
 import statistics
 import time
 import tracemalloc
@@ -201,27 +202,44 @@ def _keyword_call(
 
 
 class Progress:
-    """A line on *out* at most every *every* seconds (``\\r``-updated on a terminal)."""
+    """How far a run is, on *out*. On a terminal: one live line, a bar redrawn at most every
+    *every* seconds and cleared at the end. Anywhere else (a CI log, a file): one line per
+    mode, when it is done, and nothing else."""
 
-    def __init__(self, out: TextIO | None, every: float = 1.0) -> None:
+    WIDTH = 24  # the bar's cells
+
+    def __init__(self, out: TextIO | None, every: float = 0.2) -> None:
         self.out = out
         self.every = every
-        self.last = time.monotonic()
+        self.last = -math.inf
         self.tty = bool(out is not None and out.isatty())
         self.shown = False
 
-    def show(self, text: str, force: bool = False) -> None:
+    def note(self, text: str) -> None:
+        """A passing state (``measuring the cost of timing``): on a terminal only."""
+        if self.tty:
+            self._draw(f"resolvent bench: {text}")
+
+    def mode(self, mode: str, share: float, calls: int, finished: bool) -> None:
+        """The progress of *mode*: *share* of it done, *calls* made."""
         if self.out is None:
             return
+        if not self.tty:
+            if finished:
+                print(f"resolvent bench: {mode}: {calls:,} calls", file=self.out, flush=True)
+            return
         now = time.monotonic()
-        if not force and now - self.last < self.every:
+        if not finished and now - self.last < self.every:
             return
         self.last = now
-        if self.tty:
-            print(f"\r\033[K{text}", end="", file=self.out, flush=True)
-            self.shown = True
-        else:
-            print(text, file=self.out, flush=True)
+        full = round(share * self.WIDTH)
+        bar = "#" * full + "-" * (self.WIDTH - full)
+        self._draw(f"resolvent bench: {mode} [{bar}] {share:4.0%} ({calls:,} calls)")
+
+    def _draw(self, text: str) -> None:
+        assert self.out is not None
+        print(f"\r\033[K{text}", end="", file=self.out, flush=True)
+        self.shown = True
 
     def done(self) -> None:
         if self.tty and self.shown and self.out is not None:
@@ -285,7 +303,7 @@ async def bench(
             "steps": len(plan.steps),
             "scopes": {s.name: sum(1 for t in plan.steps if t.scope is s) for s in Scope},
         }
-        shown.show("resolvent bench: measuring the cost of timing")
+        shown.note("measuring the cost of timing")
         if calibration is None:
             calibration = await calibrate()
         report["timing"] = {
@@ -333,7 +351,7 @@ async def bench(
                             calibration,
                             calls,
                             seconds,
-                            shown.show,
+                            shown.mode,
                         )
                     )
                 probe.log.clear()

@@ -9,7 +9,7 @@ from typing import Any
 
 from ._bench import BenchError
 
-__all__ = ("plot", "render")
+__all__ = ("plot", "pyplot", "render", "within_noise")
 
 
 def _us(value: float) -> str:
@@ -18,6 +18,26 @@ def _us(value: float) -> str:
     if value >= 100:
         return f"{value:,.0f} µs"
     return f"{value:.2f} µs"
+
+
+def within_noise(mode: dict[str, Any]) -> float | None:
+    """The noise (µs) resolvent's share of a call is inside, or None if it stands out.
+
+    A share below zero is noise whatever the estimate says: the floor is the same calls
+    written out by hand, which resolvent does not beat."""
+    share: float = mode["resolvent_us"]
+    noise: float | None = mode.get("resolvent_noise_us")
+    if noise is not None and abs(share) <= noise:
+        return noise
+    if share < 0:
+        return max(abs(share), noise or 0.0)
+    return None
+
+
+def _share(mode: dict[str, Any]) -> str:
+    """resolvent's share of a call, for the side-by-side table."""
+    noise = within_noise(mode)
+    return _us(mode["resolvent_us"]) if noise is None else f"±{_us(noise)}"
 
 
 def render(report: dict[str, Any]) -> str:
@@ -57,9 +77,13 @@ def render(report: dict[str, Any]) -> str:
         if m["thread_hops"]:
             missed = f"mostly {m['thread_hops']} worker-thread hop(s) a call; " + missed
         lines.append(f"    {'unexplained':<20} {_us(m['remainder_us']):>10}  ({missed})")
-        lines.append(
-            f"  resolvent          {_us(m['resolvent_us']):>10}  {m['resolvent_pct']:5.1f}%"
-        )
+        noise = within_noise(m)
+        if noise is None:
+            lines.append(
+                f"  resolvent          {_us(m['resolvent_us']):>10}  {m['resolvent_pct']:5.1f}%"
+            )
+        else:
+            lines.append(f"  resolvent          within measurement noise (±{_us(noise)})")
         rows = m["resolvers"]
         if rows:
             width = max(len(r["name"]) for r in rows)
@@ -87,6 +111,8 @@ def render(report: dict[str, Any]) -> str:
         ):
             cells = "".join(
                 f"{(f'{m[key]:,.0f}' if key == 'calls_per_second' else _us(m[key])):>14}"
+                if key != "resolvent_us"
+                else f"{_share(m):>14}"
                 for m in modes
             )
             lines.append(f"  {label:<20}{cells}")
@@ -112,8 +138,9 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot(report: dict[str, Any], path: str) -> None:
-    """Draw per-resolver time per call (and the body and resolvent's share) to *path*.
+def pyplot() -> Any:
+    """matplotlib's pyplot, drawing to files; `resolvent bench --plot` asks for it before
+    it measures anything, so a missing matplotlib costs no run.
 
     Raises:
         BenchError: matplotlib is not installed.
@@ -124,12 +151,21 @@ def plot(report: dict[str, Any], path: str) -> None:
         matplotlib: Any = importlib.import_module("matplotlib")
         matplotlib.use("Agg")
         # Untyped here: matplotlib is an optional extra, and its stubs are partial.
-        plt: Any = importlib.import_module("matplotlib.pyplot")
+        return importlib.import_module("matplotlib.pyplot")
     except ImportError:
         raise BenchError(
-            "--plot needs matplotlib, which is not installed.\n"
-            '  fix: pip install "resolvent[plot]" (or pip install matplotlib)'
+            "--plot needs matplotlib, which is not installed; nothing was measured.\n"
+            '  fix: pip install "resolvent[plot]" (or pip install matplotlib), or leave out --plot'
         ) from None
+
+
+def plot(report: dict[str, Any], path: str) -> None:
+    """Draw per-resolver time per call (and the body and resolvent's share) to *path*.
+
+    Raises:
+        BenchError: matplotlib is not installed.
+    """
+    plt: Any = pyplot()
     modes = report["modes"]
     labels = [r["name"].rpartition(".")[2] for r in modes[0]["resolvers"]]
     labels += ["body", "resolvent"]
@@ -137,7 +173,8 @@ def plot(report: dict[str, Any], path: str) -> None:
     height = 0.8 / len(modes)
     for k, m in enumerate(modes):
         values = [r["us_per_call"] for r in m["resolvers"]]
-        values += [m["body"]["mean_us"], m["resolvent_us"]]
+        share = 0.0 if within_noise(m) is not None else m["resolvent_us"]
+        values += [m["body"]["mean_us"], share]
         ys = [i + k * height for i in range(len(labels))]
         ax.barh(ys, values, height=height, label=m["mode"])
     ax.set_yticks([i + height * (len(modes) - 1) / 2 for i in range(len(labels))])

@@ -138,11 +138,12 @@ async def measure(
     calibration: Calibration,
     calls: int | None,
     seconds: float,
-    show: Callable[[str], None],
+    show: Callable[[str, float, int, bool], None],
 ) -> dict[str, Any]:
     """Time one mode in chunks; each chunk times, back to back: the empty loop, the
     *plain* calls, the floor's calls (*low*) and the probed calls (*probed_once*, of
-    *iplan*, whose intervals *probe* logs). *show* is told the progress."""
+    *iplan*, whose intervals *probe* logs). *show* is told the progress after each chunk:
+    the mode, the share done, the calls made, and whether the mode is done."""
     noop: Callable[[], Awaitable[Any]] = lambda: _noop(args)  # noqa: E731
     floored = low
     log = probe.log
@@ -216,11 +217,21 @@ async def measure(
         made += k
         elapsed = time.monotonic() - begun
         share = made / calls if calls is not None else elapsed / seconds
-        show(f"resolvent bench: {mode}: {min(share, 1):.0%} ({made:,} calls)")
-        if share >= 1 or made >= _MAX_CALLS:
+        finished = share >= 1 or made >= _MAX_CALLS
+        show(mode, min(share, 1.0), made, finished)
+        if finished:
             break
         await anyio.lowlevel.checkpoint()
     return _figures(mode, iplan, folded, plain_spans, chunks, plain_ns, made)
+
+
+def _noise(values: list[float]) -> float | None:
+    """How far the median of *values* (one figure per chunk) may be from the true one: the
+    half-width of its 95% confidence interval (the median's standard error is about 1.25
+    times the mean's). None with fewer than two chunks: nothing to tell noise by."""
+    if len(values) < 2:
+        return None
+    return 1.96 * 1.2533 * statistics.stdev(values) / math.sqrt(len(values))
 
 
 def _mean(values: list[int] | list[float]) -> float:
@@ -257,9 +268,12 @@ def _figures(
         # them one after another. Your code is the time any of it was running.
         user = median("probed")
         overhead = total - user
+        overheads = [c["total"] - c["probed"] for c in chunks]
     else:
         overhead = median("overhead")
         user = total - overhead
+        overheads = [c["overhead"] for c in chunks]
+    noise = _noise(overheads)
     remainder = user - probed
     n = folded.calls
     resolvers: list[dict[str, Any]] = []
@@ -300,6 +314,7 @@ def _figures(
         "remainder_pct": pct(remainder),
         "resolvent_us": overhead / 1000,
         "resolvent_pct": pct(overhead),
+        "resolvent_noise_us": None if noise is None else noise / 1000,
         "harness_us": harness / 1000,
         "body": {
             "name": plan.name,

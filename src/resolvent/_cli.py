@@ -283,7 +283,7 @@ def _bench(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import anyio
 
     from . import _bench as bench
-    from ._bench_report import plot, render
+    from ._bench_report import plot, pyplot, render
 
     try:
         fn, container = _find(args.target, args.container)
@@ -291,6 +291,12 @@ def _bench(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except UsageError as exc:
         print(f"resolvent bench: error: {exc}", file=err)
         return 2
+    if args.plot:
+        try:
+            pyplot()
+        except bench.BenchError as exc:
+            print(f"resolvent bench: {exc}", file=err)
+            return 2
     modes = bench.MODES if args.mode == "all" else (args.mode,)
 
     async def run() -> dict[str, Any]:
