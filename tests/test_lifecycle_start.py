@@ -111,15 +111,26 @@ async def unreachable_pool(s: Annotated[Settings, Resolve(read_settings)]) -> As
     yield Pool(s.dsn)
 
 
-async def test_a_failed_start_names_the_provider_and_keeps_the_cause() -> None:
+async def test_a_failed_start_names_the_provider_and_keeps_the_cause(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     container = Container()
     container.provide(read_settings, scope=Scope.APP)
     container.provide(unreachable_pool, scope=Scope.APP)
     async with container:
-        with pytest.raises(ResolventError) as caught:
+        with (
+            caplog.at_level(logging.DEBUG, logger="resolvent"),
+            pytest.raises(ResolventError) as caught,
+        ):
             await container.start(Pool)
+        # The whole chain, for whoever asks for detail.
+        [record] = [r for r in caplog.records if r.name == "resolvent"]
+        assert record.levelno == logging.DEBUG and record.exc_info
+        assert record.exc_info[1] is caught.value.__context__
         assert_snapshot("start_failed", str(caught.value))
-        assert isinstance(caught.value.__cause__, ConnectionRefusedError)
+        # The cause is kept, but not printed again under the error that says it.
+        assert isinstance(caught.value.__context__, ConnectionRefusedError)
+        assert caught.value.__cause__ is None and caught.value.__suppress_context__
 
 
 async def test_after_a_failed_start_the_container_stays_open_and_tries_again() -> None:
@@ -157,8 +168,9 @@ async def test_a_failed_warm_start_leaves_the_container_closed_and_closes_what_o
     with caplog.at_level(logging.ERROR, logger="resolvent"), pytest.raises(ResolventError) as err:
         async with container:
             pytest.fail("the body must not run when the warm start fails")
-    assert str(err.value).startswith("test_lifecycle_start.")
-    assert "broken (Scope.APP) failed to start: OSError: disk full" in str(err.value)
+    last = str(err.value).splitlines()[-1]
+    assert last.startswith("test_lifecycle_start.")
+    assert last.endswith("broken (Scope.APP) failed to start: OSError: disk full")
     assert not container.is_open
     # What opened was closed cleanly: the failure was not theirs.
     assert thrown == [None]

@@ -295,8 +295,10 @@ class Container:
         Raises:
             ResolventError: the container is not open; a target is not APP-scoped; or
                 a value failed to start.
-                The last names the provider, and the original exception is its
-                ``__cause__``; values started before it stay open.
+                The last says, on its last line, the provider and the cause; the
+                original exception is its ``__context__``, not printed again with it
+                (the ``resolvent`` logger has its traceback at DEBUG). Values started
+                before it stay open.
             InvalidSignature: the targets' graph does not compile.
         """
         app = self._app
@@ -338,10 +340,9 @@ class Container:
         may share one APP scope. Checks that integrations registered
         (`register_start_check`) run on *server* first.
         """
-        from ._startup import run_start_checks  # at start-up only
+        from ._startup import starting  # at start-up only
 
-        run_start_checks(server)
-        async with self:
+        async with starting(self, server):
             yield
 
     def wrap_lifespan(
@@ -351,10 +352,9 @@ class Container:
 
         @contextlib.asynccontextmanager
         async def lifespan(server: Any) -> AsyncGenerator[T, None]:
-            from ._startup import run_start_checks
+            from ._startup import starting
 
-            run_start_checks(server)
-            async with self, inner(server) as value:
+            async with starting(self, server), inner(server) as value:
                 yield value
 
         return lifespan

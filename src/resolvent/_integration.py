@@ -58,7 +58,7 @@ from ._registry import IMPLICIT_SCOPE, LASTING
 from ._scopes import Scope
 from ._signature import RESOLVE_MARKERS, register_resolve_marker
 from ._startup import register_start_check
-from ._stores import StateKey, StateStore
+from ._stores import StateKey, StateStore, redact
 from ._stores.memory import MemoryStore
 from ._stores.opener import open_store
 from ._teardown import Kept, settle
@@ -109,6 +109,7 @@ __all__ = (
     "override_state",
     "parse_elicit_answer",
     "ready_table",
+    "redact",
     "register_outcome_family",
     "register_question",
     "register_resolve_marker",

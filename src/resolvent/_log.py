@@ -1,6 +1,7 @@
 """The ``resolvent`` logger, for failures nobody else receives.
 
-Never imports :mod:`logging` at import time, and never logs what a caller also receives.
+Never imports :mod:`logging` at import time, and never logs what a caller also receives,
+but at DEBUG (the whole chain of a failed start, whose error says its cause in one line).
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ class _Logger:
         import logging
 
         logging.getLogger("resolvent").error(msg, *args, exc_info=exc_info, stacklevel=2)
+
+    def debug(self, msg: str, *args: object, exc_info: BaseException | None = None) -> None:
+        import logging
+
+        logging.getLogger("resolvent").debug(msg, *args, exc_info=exc_info, stacklevel=2)
 
     def failed(self, msg: str, *args: object, error: BaseException) -> None:
         """Log *error* at ERROR in one line, ``msg: Type: text``; its traceback rides along

@@ -3,8 +3,10 @@ starts (the MCP guard), and creating APP values up front. It never compiles a pl
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from types import MappingProxyType
+import contextlib
+import sys
+from collections.abc import AsyncGenerator, Callable
+from types import MappingProxyType, TracebackType
 from typing import Any, cast
 
 from ._cache import LiveScope
@@ -12,7 +14,7 @@ from ._errors import ResolventError
 from ._interpreter import run_step
 from ._plan import Plan
 
-__all__ = ("register_start_check", "run_start_checks", "start_values")
+__all__ = ("register_start_check", "run_start_checks", "start_values", "starting")
 
 EMPTY: MappingProxyType[Any, Any] = MappingProxyType({})
 
@@ -45,17 +47,108 @@ async def start_values(plan: Plan, app: LiveScope) -> None:
     """Create the APP values of *plan* (see `PlanCache.for_start`) in *app*, in plan order.
 
     Raises:
-        ResolventError: a value failed to start, naming it; the cause is its ``__cause__``.
+        ResolventError: a value failed to start. Its last line names the provider and the
+            cause, once; the original exception is its ``__context__``, not printed with it
+            (the whole chain is logged at DEBUG on the ``resolvent`` logger).
     """
     vals: dict[int, Any] = {}  # by step index
     for step in plan.steps:
         try:
             vals[step.index] = await run_step(step, vals, cast(Any, None), EMPTY, EMPTY, app, None)
         except Exception as error:
+            from ._log import logger  # only when something failed
+
+            logger.debug("resolvent: %s failed to start", step.name, exc_info=error)
+            said, more = cause_of(error)
+            # The cause's own advice, if it has some (a store's "fix: start the server").
+            fix = more or (
+                "  fix: remove the cause on the last line, then start again (the next start "
+                "or call that needs it tries again)\n"
+            )
             raise ResolventError(
-                f"{step.name} ({step.scope!r}) failed to start: "
-                f"{type(error).__name__}: {error}\n"
-                f"  path: {plan.path_to(step.index)}\n"
-                f"  fix: the cause printed above was raised inside {step.name}; fix it "
-                "and start again (the next start or call that needs it tries again)"
-            ) from error
+                "an APP value failed to start (the 'resolvent' logger has the whole "
+                f"traceback at DEBUG)\n  path: {plan.path_to(step.index)}\n{fix}"
+                f"{step.name} ({step.scope!r}) failed to start: {said}"
+            ) from None
+
+
+def leaves_of(error: BaseException) -> list[BaseException]:
+    """The exceptions inside *error*, in order, exception groups opened (itself if none)."""
+    leaves: list[BaseException] = []
+    pending = [error]
+    while pending:
+        found = pending.pop(0)
+        if isinstance(found, BaseExceptionGroup):
+            pending[:0] = cast("BaseExceptionGroup[BaseException]", found).exceptions
+        else:
+            leaves.append(found)
+    return leaves
+
+
+def cause_of(error: BaseException) -> tuple[str, str]:
+    """What *error* says: its first line as ``Type: text`` and the lines after it (each
+    ending in a newline), looking inside exception groups (an async client's task group
+    wraps the error that matters) for the errors they hold."""
+    leaves = leaves_of(error)
+    if len(leaves) == 1:
+        first, _, rest = str(leaves[0]).partition("\n")
+        said = f"{type(leaves[0]).__name__}: {first}" if first else type(leaves[0]).__name__
+        return said, f"{rest}\n" if rest.strip() else ""
+    shown = "; ".join(f"{type(e).__name__}: {str(e).partition(chr(10))[0]}" for e in leaves)
+    return f"{len(leaves)} errors: {shown}", ""
+
+
+# -- a program that a failed start ends ---------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def starting(
+    container: contextlib.AbstractAsyncContextManager[Any], server: Any
+) -> AsyncGenerator[None]:
+    """A container's lifespan: the start checks on *server*, then the open *container*.
+
+    If starting fails and the failure ends the program, Python prints it alone: a stdio
+    server's start runs inside the SDK's task group, which wraps it in an exception group
+    whose traceback (some 60 lines of the SDK and anyio) hides the one line that matters.
+    """
+    stack = contextlib.AsyncExitStack()
+    try:
+        run_start_checks(server)
+        await stack.enter_async_context(container)
+    except Exception as error:
+        _said_alone_at_exit(error)
+        raise
+    async with stack:
+        yield
+
+
+_FATAL: list[BaseException] = []  # the start failures the hook prints alone (a few at most)
+_PREVIOUS: list[Callable[[type[BaseException], BaseException, TracebackType | None], Any]] = []
+
+
+def _said_alone_at_exit(error: Exception) -> None:
+    """If *error* ends the program (uncaught, alone or in exception groups), print it
+    alone: its type, by its public name, and its message. Only over Python's own hook,
+    and not in development mode (``python -X dev``), which shows the whole traceback."""
+    if sys.flags.dev_mode:
+        return
+    if not _PREVIOUS:
+        if sys.excepthook is not sys.__excepthook__:  # someone else's hook: leave it be
+            return
+        _PREVIOUS.append(sys.excepthook)
+        sys.excepthook = _excepthook
+    del _FATAL[:-3]
+    _FATAL.append(error)
+
+
+def _excepthook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+    leaves = leaves_of(value)
+    if not all(any(leaf is fatal for fatal in _FATAL) for leaf in leaves):
+        _PREVIOUS[0](kind, value, tb)
+        return
+    import traceback
+
+    print("resolvent: the server did not start (python -X dev shows the whole traceback):",
+          file=sys.stderr)  # fmt: skip
+    for leaf in leaves:
+        print("".join(traceback.format_exception_only(leaf)), end="", file=sys.stderr)

@@ -41,6 +41,7 @@ from ._integration import (
     inline,
     logger,
     open_store,
+    redact,
     settles,
 )
 
@@ -181,6 +182,9 @@ def _url_store(url: str) -> Callable[..., Any]:
         async with open_store(url) as store:
             yield store
 
+    # Messages name it as the public call it stands for: resolvent.open_store('redis://...').
+    state_store.__module__ = "resolvent"
+    state_store.__qualname__ = f"open_store({redact(url)!r})"
     setattr(state_store, IMPLICIT_SCOPE, Scope.APP)
     _URL_STORES[url] = state_store
     return state_store

@@ -15,7 +15,6 @@ async with RedisStore.connect("redis://127.0.0.1:6379/0") as store:
 from __future__ import annotations
 
 import contextlib
-import urllib.parse
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -24,7 +23,7 @@ import coredis
 import coredis.exceptions
 
 from ._errors import ResolventError, StateConflict
-from ._stores import StateKey
+from ._stores import StateKey, redact
 
 __all__ = ("RedisStore",)
 
@@ -91,16 +90,6 @@ redis.call('PEXPIRE', KEYS[1], math.max(1, expires - now))
 return 1
 """
 )
-
-
-def redact(url: str) -> str:
-    """*url* without its password, for messages."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urllib.parse.urlunsplit(parts._replace(netloc=user + netloc))
 
 
 class RedisStore:

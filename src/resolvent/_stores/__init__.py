@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol, runtime_checkable
 
-__all__ = ("StateKey", "StateStore")
+__all__ = ("StateKey", "StateStore", "redact")
 
 
 class StateKey(NamedTuple):
@@ -71,3 +71,15 @@ class StateStore(Protocol):
     async def aclose(self) -> None:
         """Release connections and background work; the store is not used after this."""
         ...
+
+
+def redact(url: str) -> str:
+    """A store's *url* without its password, for messages."""
+    import urllib.parse  # only to say something about a URL
+
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urllib.parse.urlunsplit(parts._replace(netloc=user + netloc))
