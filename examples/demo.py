@@ -196,6 +196,10 @@ async def main() -> None:
             say("", "the tool got the decline as a value, deleted nothing and said so")
             await call(client, "list_notes")
 
+            heading("a note that is not there: refused before anyone is asked")
+            await call(client, "delete_note", note_id=9)
+            say("", "the resolver that asks checked first: no question about a missing note")
+
             heading("teardown: CALL after each call (above), then SESSION, then APP")
             say("client", "disconnects")
         say("server", "shuts down")

@@ -3,11 +3,23 @@
 The socket is bound before anything is printed, so the address printed is the one listening
 (``--port 0`` picks a free port and prints it). Connections that arrive before uvicorn starts
 wait in the listen queue.
+
+The example servers log at WARNING: the SDK's and uvicorn's INFO lines (each request, each
+session) stay out of the way. ``LOG_LEVEL=INFO`` (or ``DEBUG``) in the environment turns them
+up, in every worker process too.
 """
 
+import os
 import socket
 import sys
 from typing import Any
+
+
+def log_level() -> str:
+    """The examples' log level: ``LOG_LEVEL`` from the environment, WARNING by default (the
+    servers give it to ``MCPServer(log_level=...)`` themselves)."""
+    return os.environ.get("LOG_LEVEL", "WARNING").upper()
+
 
 INSPECTOR = "npx @modelcontextprotocol/inspector"
 
@@ -54,7 +66,7 @@ def serve(app: Any, *, name: str, host: str, port: int, path: str = "/mcp") -> N
     sock.bind((host, port))
     sock.listen(128)
     print(where(name, url(host, sock.getsockname()[1], path)), flush=True)
-    config = uvicorn.Config(app, log_level="warning")
+    config = uvicorn.Config(app, log_level=log_level().lower())
     try:
         uvicorn.Server(config).run(sockets=[sock])
     except KeyboardInterrupt:

@@ -56,6 +56,17 @@ def test_mcp_demo() -> None:
     assert "[round 2]" in out
     assert "[round 3]" not in out
     assert "the client sent 2 tools/call requests" in out
+    # The server says what happened once, in the round that completes the call, though
+    # the resolver that asks runs in both rounds.
+    rounds = out[out.index("[round 1]") : out.index("the client sent 2 tools/call requests")]
+    server = [line.split(None, 1)[1] for line in rounds.splitlines() if " server " in line]
+    assert server == ["note 3 deleted: the user said yes"]
+    # A note that is not there is refused before anyone is asked about it.
+    assert "there is no note 9, nothing to ask" in out
+    assert (
+        "Delete note 9" not in out
+        and "error: Error executing tool delete_note: there is no note 9" in out
+    )
     assert out.count("< deleted note") == 2
     # A declined question reaches the tool as a value; the note stays.
     decline = out.index("client   > decline")

@@ -80,9 +80,12 @@ SAID_WHERE = re.compile(r"--cli (http://127\.0\.0\.1:\d+/mcp) --transport http")
 
 
 @contextmanager
-def http_server(command: list[str], env: dict[str, str]) -> Iterator[str]:
+def http_server(
+    command: list[str], env: dict[str, str], printed: list[str] | None = None
+) -> Iterator[str]:
     """Run an example server over HTTP on a free port (``--port 0``: it binds one, then says
-    where it is) until the block ends; yield the URL it printed.
+    where it is) until the block ends; yield the URL it printed. Everything it printed
+    (stdout and stderr) is added to *printed* when it has stopped.
 
     Its output is read by a thread, so a server that never prints its address fails the
     test within the start-up bound with all it printed (stderr too), instead of hanging.
@@ -90,6 +93,8 @@ def http_server(command: list[str], env: dict[str, str]) -> Iterator[str]:
     command = [*command, "--port", "0"]
     with run_server(command, cwd=ROOT, started=SAID_WHERE, env=env) as served:
         yield started_at(served.output)
+    if printed is not None:
+        printed += served.output
 
 
 def started_at(output: list[str]) -> str:
@@ -108,7 +113,8 @@ def started_at(output: list[str]) -> str:
 
 @pytest.mark.network
 async def test_notes_server_over_http() -> None:
-    with http_server(NOTES_HTTP, ENV) as url, anyio.fail_after(60):
+    printed: list[str] = []
+    with http_server(NOTES_HTTP, ENV, printed) as url, anyio.fail_after(60):
         port = int(url.rsplit(":", 1)[1].split("/")[0])
         await wait_listening(port)
         script = answers()
@@ -120,6 +126,9 @@ async def test_notes_server_over_http() -> None:
                 "delete_note", {"note_id": 1}, allow_input_required=True
             )
             assert isinstance(first, types.InputRequiredResult)
+    # Quiet by default: where it listens, and not a line per session or request.
+    assert printed[0].startswith("notes server: MCP over streamable HTTP at "), printed
+    assert len(printed) == 4, printed
 
 
 # --- safe to deploy: replayed rounds, restarts, several workers ------------------------

@@ -79,6 +79,13 @@ async def test_cart_tools_in_memory(mode: str) -> None:
         gone = error_text(await c.call_tool("show_cart", {"cart": handle}))
         assert gone.replace(handle, "H") == forged.replace("A" * 32, "H")  # one message
 
+        # One item is one item.
+        decline.default = ("decline", None)
+        single = structured(await c.call_tool("open_cart", {}))["cart"]
+        await c.call_tool("add_item", {"cart": single, "item": "kiwi"})
+        await c.call_tool("checkout", {"cart": single})
+        assert decline.asked[-1] == "Buy 1 item: kiwi x1?"
+
         other = structured(await c.call_tool("open_cart", {}))["cart"]
         await c.call_tool("add_item", {"cart": other, "item": "fig"})
         decline.default = ("accept", {"confirm": False})

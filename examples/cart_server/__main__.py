@@ -8,6 +8,8 @@ absolute path) or ``redis://HOST:PORT[/DB]`` (needs ``resolvent[redis]``). ``--t
 JSON object mapping bearer tokens to principal names. ``CART_STATE_KEY`` (hex, 32 bytes or
 more) is the SDK's request-state key: give every server process the same one so they can
 serve each other's elicitation rounds; ``--workers`` shares one among its workers.
+
+It logs at WARNING; ``LOG_LEVEL=INFO`` (or ``DEBUG``) shows the SDK's and uvicorn's lines.
 """
 
 import argparse
@@ -16,7 +18,7 @@ import secrets
 
 import uvicorn
 
-from ..serving import serve, stdio_hint, url, where
+from ..serving import log_level, serve, stdio_hint, url, where
 from .server import create_app, create_server
 
 
@@ -54,7 +56,7 @@ def main() -> None:
             host=args.host,
             port=args.port,
             workers=args.workers,
-            log_level="warning",
+            log_level=log_level().lower(),
         )
 
 

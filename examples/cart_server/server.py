@@ -119,7 +119,8 @@ def create_server(
     ) -> Elicit[Confirm]:
         if not seen.items:
             raise ToolError("the cart is empty: add_item first")
-        return Elicit(f"Buy {sum(seen.items.values())} items: {listing(seen)}?", Confirm)
+        count = sum(seen.items.values())
+        return Elicit(f"Buy {count} item{'' if count == 1 else 's'}: {listing(seen)}?", Confirm)
 
     async def checkout(
         cart: CartHandle,
@@ -144,7 +145,12 @@ def create_server(
         )
     security = None if state_key is None else RequestStateSecurity(keys=[bytes.fromhex(state_key)])
     server = MCPServer(
-        "cart", lifespan=container.lifespan, request_state_security=security, **options
+        "cart",
+        lifespan=container.lifespan,
+        request_state_security=security,
+        # Quiet unless asked (examples/serving.py): no INFO line per session and request.
+        log_level=os.environ.get("LOG_LEVEL", "WARNING").upper(),  # type: ignore[arg-type]
+        **options,
     )
     for tool in (open_cart, add_item, show_cart, checkout):
         server.tool()(inject(container)(tool))

@@ -6,6 +6,8 @@ Over HTTP it prints the address to connect to and the MCP Inspector command for 
 ``--db PATH`` keeps the notes in a SQLite file. ``--workers N`` serves HTTP from N
 processes; they share the file, and the request-state key in ``NOTES_STATE_KEY`` (a random
 one is made for them when it is unset), so any worker can serve any round of a call.
+
+It logs at WARNING; ``LOG_LEVEL=INFO`` (or ``DEBUG``) shows the SDK's and uvicorn's lines.
 """
 
 import argparse
@@ -14,7 +16,7 @@ import secrets
 
 import uvicorn
 
-from ..serving import serve, stdio_hint, url, where
+from ..serving import log_level, serve, stdio_hint, url, where
 from .server import create_app, create_server
 
 
@@ -47,7 +49,7 @@ def main() -> None:
             host=args.host,
             port=args.port,
             workers=args.workers,
-            log_level="warning",
+            log_level=log_level().lower(),
         )
 
 

@@ -18,6 +18,7 @@ module-level ``server`` is one of them. Each scope logs its lifecycle at DEBUG l
 `logger` (the demo, ``examples/demo.py``, prints those lines).
 """
 
+import os
 import sqlite3
 from typing import Annotated, Any
 
@@ -75,15 +76,18 @@ async def confirm_delete(
 ) -> Elicit[Confirm]:
     """Ask the user before deleting (over whichever protocol the client speaks).
 
+    Check first, then ask: the question is asked before `delete_note`'s body runs, so a
+    note that is not there is refused here, and nobody is asked to confirm deleting it.
     The question names the note's text: an answer is pinned to the exact question it
     answered, so it can never confirm deleting something the user did not see.
     """
     row = db.execute("select text from notes where id = ?", (note_id,)).fetchone()
     if row is None:
+        # Context reaches resolvers by type; MCP log messages are deprecated from
+        # 2026-07-28 on, so this one logs on the server.
+        logger.info("request %s: there is no note %s, nothing to ask", ctx.request_id, note_id)
         raise ToolError(f"there is no note {note_id}")
-    # Context reaches resolvers by type; MCP log messages are deprecated from 2026-07-28
-    # on, so this one logs on the server.
-    logger.info("request %s: asking to confirm deleting note %s", ctx.request_id, note_id)
+    # No log line here: on 2026-07-28 this runs again in the round that brings the answer.
     return Elicit(f"Delete note {note_id}: {row[0]!r}?", Confirm)
 
 
@@ -94,9 +98,12 @@ async def delete_note(
 ) -> str:
     """Delete a note after the user confirms."""
     if not isinstance(answer, Accepted) or not answer.data.confirm:
+        logger.info("note %s kept: the user said no", note_id)
         return f"kept note {note_id}"
+    # Checked again: another call may have deleted it while the user was answering.
     if tx.execute("delete from notes where id = ?", (note_id,)).rowcount == 0:
         raise ToolError(f"there is no note {note_id}")
+    logger.info("note %s deleted: the user said yes", note_id)
     return f"deleted note {note_id}"
 
 
@@ -125,7 +132,13 @@ def create_server(
     container.provide(writer, scope=Scope.SESSION, inline=True)
     container.provide(transaction, inline=True)
     security = None if state_key is None else RequestStateSecurity(keys=[state_key])
-    server = MCPServer("notes", lifespan=container.lifespan, request_state_security=security)
+    server = MCPServer(
+        "notes",
+        lifespan=container.lifespan,
+        request_state_security=security,
+        # Quiet unless asked (examples/serving.py): no INFO line per session and request.
+        log_level=os.environ.get("LOG_LEVEL", "WARNING").upper(),  # type: ignore[arg-type]
+    )
     for tool in (add_note, list_notes, delete_note):
         server.tool()(inject(container)(tool))
     return server, container
@@ -151,8 +164,6 @@ def app_from_environment() -> Any:
     delete_note's question reaches clients on 2026-07-28 (its rounds go to any worker) but
     not older ones, which need a stateful server to be asked mid-call.
     """
-    import os
-
     db, key = os.environ.get("NOTES_DB"), os.environ.get("NOTES_STATE_KEY")
     return create_app(db, state_key=key, stateless=True)
 
