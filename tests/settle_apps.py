@@ -62,8 +62,10 @@ def build(store: Faulty, container: Container, url: str) -> tuple[FastAPI, Starl
     async def sending() -> AsyncIterator[list[str]]:
         messages: list[str] = []
         yield messages  # an error here: nothing is sent
+        if "down" in messages:
+            raise ConnectionRefusedError("the mail server refused the connection")
         if "fail" in messages:
-            raise ConnectionRefusedError("the outbox could not send")
+            raise RuntimeError("the outbox could not send")
         outbox.extend(messages)
 
     @api.post("/outbox")

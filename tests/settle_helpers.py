@@ -25,7 +25,8 @@ class Faulty:
     """A `StateStore` around a real one that refuses or delays what a test says.
 
     *refuse*: every ``save`` returns False (the lease was lost: `StateConflict`).
-    *fail*: an exception every ``save`` and ``create`` raises (an unreachable store).
+    *fail*: an exception every write (``create``, a ``save`` that writes or deletes)
+    raises, as an unreachable store's; a ``save`` that only ends a lease gets through.
     *slow*: seconds every ``create`` and ``save`` waits before writing.
     """
 
@@ -36,10 +37,10 @@ class Faulty:
         self.slow = 0.0
         self.created: list[str] = []  # handles, as their values were written
 
-    async def _write(self) -> None:
+    async def _write(self, writes: bool = True) -> None:
         if self.slow:
             await anyio.sleep(self.slow)
-        if self.fail is not None:
+        if self.fail is not None and writes:
             raise self.fail
 
     async def create(self, key: StateKey, data: bytes, idle: float, lifetime: float) -> None:
@@ -53,7 +54,7 @@ class Faulty:
     async def save(
         self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool
     ) -> bool:
-        await self._write()
+        await self._write(data is not None or delete)
         if self.refuse:
             await self.inner.save(key, idle, token, None, False)  # end the lease only
             return False

@@ -1,7 +1,8 @@
 """On the web, a call's writes settle before the response is sent.
 
 A write refused as the call settles answers the request (409 for a `StateConflict`, 413
-for a `StateTooLarge` value) instead of the handler's 200, on a FastAPI route, through a
+for a `StateTooLarge` value, 503 for a store that cannot be reached) instead of the
+handler's 200, on a FastAPI route, through a
 FastAPI dependency, and on a Starlette endpoint; the value stored is unchanged. Under
 Starlette's `TestClient` on asyncio and trio, every store and container setting; then
 under uvicorn in a subprocess, where a response leaves before the request's exit stack
@@ -71,10 +72,18 @@ def test_a_refused_write_answers_the_request(web: tuple[TestClient, Faulty]) -> 
         store.refuse = False
         assert conflict.status_code == 409, conflict.text
         assert "nothing of this call was written" in conflict.json()["detail"]
+        store.fail = ConnectionError("the store is down")
+        down = noted(client, path, "lost")
+        store.fail = None
+        assert (down.status_code, down.json()) == (503, {"detail": "the store is down"})
     assert client.get(f"/shows/{show}").json()["notes"] == ["notes", "notes-by-dependency"]
     starlette = client.post("/starlette/shows", params={"note": "x" * 400})
     assert starlette.status_code == 413
     assert "over the limit of 300" in starlette.text
+    store.fail = ConnectionError("the store is down")
+    down = client.post("/starlette/shows")
+    store.fail = None
+    assert (down.status_code, down.text) == (503, "the store is down")
     assert client.post("/starlette/shows", params={"note": "ok"}).status_code == 200
 
 
@@ -127,4 +136,7 @@ def test_any_settling_resource_settles_before_the_response(mode: str, backend: s
         assert client.post("/outbox", params={"text": "a"}).json() == []
         assert client.get("/outbox").json() == ["a"]
         assert client.post("/outbox", params={"text": "fail"}).status_code == 500
+        down = client.post("/outbox", params={"text": "down"})
+        assert down.status_code == 503
+        assert down.json() == {"detail": "the mail server refused the connection"}
         assert client.get("/outbox").json() == ["a"]

@@ -20,7 +20,8 @@ Either way a failing handler or a departed client closes the resources too.
 What settles the call's writes (resources marked `settles`: `State`'s ``new`` and
 ``edit``, a transaction) closes earlier, once the handler's outcome is known and before
 the response is sent; a write refused then is the request's answer instead of the
-handler's: 409 for a `StateConflict`, 413 for a `StateTooLarge` value (see `refused`).
+handler's: 409 for a `StateConflict`, 413 for a `StateTooLarge` value, 503 for a store
+that could not be reached (see `refused`).
 
 This module needs Starlette (``pip install resolvent[starlette]``); the core never imports it.
 """
@@ -84,15 +85,19 @@ def refused(exc: BaseException) -> HTTPException | None:
     """The error response for a write the call could not make, or None for any other error.
 
     A `StateConflict` (another call holds or changed the state) is 409 Conflict, a
-    `StateTooLarge` value 413 Content Too Large; the detail is the error's message,
-    which names the state and the fix. `inject` answers so when a write is refused as
-    the call settles, before the response is sent; raise ``refused(exc)`` yourself
-    to answer the same way to such an error raised elsewhere in a route.
+    `StateTooLarge` value 413 Content Too Large, and a store or service that could not
+    be reached (an `OSError`: refused, reset, timed out) 503 Service Unavailable; the
+    detail is the error's message, which names what failed. `inject` answers so when a
+    write is refused as the call settles, before the response is sent; raise
+    ``refused(exc)`` yourself to answer the same way to such an error raised elsewhere
+    in a route.
     """
     if isinstance(exc, StateConflict):
         return HTTPException(409, str(exc))
     if isinstance(exc, StateTooLarge):
         return HTTPException(413, str(exc))
+    if isinstance(exc, OSError):
+        return HTTPException(503, str(exc) or type(exc).__name__)
     return None
 
 
