@@ -87,9 +87,17 @@ def provider_installed() -> bool:
 
 
 def _tracer() -> Tracer:
-    from opentelemetry import trace
+    global _attach, _detach, _in_context
+    from opentelemetry import context, trace
 
+    _attach, _detach, _in_context = context.attach, context.detach, trace.set_span_in_context
     return trace.get_tracer(_NAME)
+
+
+# Bound by `_tracer` (every traced plan's first step): OpenTelemetry's, called per span.
+_attach: Callable[[Context], object]
+_detach: Callable[[Any], None]
+_in_context: Callable[[Span], Context]
 
 
 class _Metrics:
@@ -252,40 +260,46 @@ class _Traced:
 class _Measure:
     """One traced step's span (current while it is open), its duration and its error."""
 
-    __slots__ = ("manager", "name", "parent", "span", "start", "traced")
+    __slots__ = ("name", "parent", "span", "start", "token", "traced")
 
     def __init__(self, traced: _Traced, name: str, parent: Context | None) -> None:
         self.traced = traced
         self.name = name
         self.parent = parent
-        self.manager: Any = None
         self.span: Any = None
+        self.token: Any = None
         self.start = 0.0
 
     def __enter__(self) -> _Measure:
         traced = self.traced
-        self.manager = traced.tracer.start_as_current_span(
+        # `start_span` and `attach` rather than `start_as_current_span`: the same span,
+        # without two generator-based context managers per span.
+        span = self.span = traced.tracer.start_span(
             self.name,
             context=self.parent,
             attributes=traced.attributes,
             record_exception=False,
             set_status_on_exception=False,
         )
-        self.span = self.manager.__enter__()
+        self.token = _attach(_in_context(span))
         self.start = time.perf_counter()
         return self
 
     def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
         elapsed = time.perf_counter() - self.start
-        labels = self.traced.labels
-        metrics = _instruments()
-        if error is not None:
-            failed = _failed(self.span, error)
-            if failed is not None:
-                metrics.errors.add(1, {**labels, ERROR_TYPE: failed})
-        if self.parent is None or self.name == self.traced.names[1]:  # not a teardown
-            metrics.duration.record(elapsed, labels)
-        self.manager.__exit__(None, None, None)
+        span = self.span
+        try:
+            labels = self.traced.labels
+            metrics = _instruments()
+            if error is not None:
+                failed = _failed(span, error)
+                if failed is not None:
+                    metrics.errors.add(1, {**labels, ERROR_TYPE: failed})
+            if self.parent is None or self.name == self.traced.names[1]:  # not a teardown
+                metrics.duration.record(elapsed, labels)
+        finally:
+            _detach(self.token)
+            span.end()
 
 
 class _Resource:
