@@ -18,12 +18,37 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.util._once import Once
 
 EXPORTER = InMemorySpanExporter()
-# One provider for the process: a tracer taken from the global proxy (the MCP SDK's) keeps
-# the first provider it found.
-PROVIDER = TracerProvider()
+_INSTALLED = [False]
+
+
+class _WhileInstalled(Sampler):
+    """Records only while a test has the provider installed: a tracer taken from the global
+    proxy (the MCP SDK's) keeps the first provider it found, also in later tests."""
+
+    def should_sample(
+        self,
+        parent_context: Any,
+        trace_id: int,
+        name: str,
+        kind: Any = None,
+        attributes: Any = None,
+        links: Any = None,
+        trace_state: Any = None,
+    ) -> SamplingResult:
+        if not _INSTALLED[0]:
+            return SamplingResult(Decision.DROP)
+        return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
+
+    def get_description(self) -> str:
+        return "while a test has it installed"
+
+
+# One provider for the process, for that reason.
+PROVIDER = TracerProvider(sampler=_WhileInstalled())
 PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
 
 
@@ -62,9 +87,11 @@ def otel() -> Iterator[Installed]:
     reader = InMemoryMetricReader()
     trace.set_tracer_provider(PROVIDER)
     metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    _INSTALLED[0] = True
     try:
         yield Installed(reader)
     finally:
+        _INSTALLED[0] = False
         _reset()
         EXPORTER.clear()
 
