@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import anyio
+import anyio.lowlevel
 import pytest
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode
@@ -29,10 +30,12 @@ async def leaf(user: str) -> str:
 
 
 async def left(value: Annotated[str, Resolve(leaf)]) -> str:
+    await anyio.lowlevel.checkpoint()  # concurrent branches: the other one starts meanwhile
     return value + "l"
 
 
 async def right(value: Annotated[str, Resolve(leaf)]) -> str:
+    await anyio.lowlevel.checkpoint()
     return value + "r"
 
 
@@ -74,6 +77,11 @@ async def test_a_diamond_is_the_same_tree_in_every_mode(otel: Installed, mode: s
         "resolvent.scope": "CALL",
         "resolvent.resolver.kind": "async",
     }
+    a, b = one(spans, f"resolve {M}left"), one(spans, f"resolve {M}right")
+    assert a.start_time is not None and b.start_time is not None
+    assert a.end_time is not None and b.end_time is not None
+    overlap = a.start_time < b.end_time and b.start_time < a.end_time
+    assert overlap == (mode == "concurrent")  # siblings overlap only in concurrent branches
     assert_nothing_secret(spans, SECRET, SECRET.upper())
 
 
