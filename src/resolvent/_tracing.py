@@ -40,7 +40,6 @@ __all__ = (
     "require_api",
     "run_traced",
     "traced",
-    "traced_run_fn",
     "traced_steps",
 )
 
@@ -94,7 +93,7 @@ def _tracer() -> Tracer:
     return trace.get_tracer(_NAME)
 
 
-# Bound by `_tracer` (every traced plan's first step): OpenTelemetry's, called per span.
+# Bound by `_tracer` (as a plan is compiled traced): OpenTelemetry's, called per span.
 _attach: Callable[[Context], object]
 _detach: Callable[[Any], None]
 _in_context: Callable[[Span], Context]
@@ -482,13 +481,6 @@ class _TracedCode:
 
 
 TRACED_CODE = _TracedCode()
-
-
-def traced_run_fn(plan: Plan) -> Callable[..., Any]:
-    """A traced plan's ``run`` (made once its record exists, as the plain one is)."""
-    function = TRACED_CODE.function(plan, "run")
-    assert function is not None
-    return function
 
 
 async def run_traced(call: Any, plan: Plan, kwargs: dict[str, Any]) -> Any:
