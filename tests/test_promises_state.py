@@ -21,6 +21,7 @@ from resolvent import (
     Container,
     Handle,
     Held,
+    InvalidSignature,
     MemoryStore,
     Resolve,
     ResolventError,
@@ -438,3 +439,80 @@ async def test_a_stored_value_without_a_schema_version_is_refused() -> None:
     async with carts.container:
         with pytest.raises(StateError, match=r"cart 'A{32}'.*schema version -1"):
             await carts.run(carts.show, cart="A" * 32)
+
+
+# docs/state.md: "idle_ttl=, one hour by default", "max_lifetime=, a week by default",
+# "max_size= bytes (1 MB by default)", "lease=, 60 s by default", "wait= seconds (10 by
+# default)", "version=, 1 by default"; any positive time is a time.
+def test_the_documented_defaults() -> None:
+    carts = State("Cart.v2-x_", Cart, argument="cart")  # either case, digits, _ . -
+    assert (carts.idle_ttl, carts.max_lifetime) == (3600, 7 * 86400)
+    assert (carts.max_size, carts.lease, carts.wait, carts.version) == (1_000_000, 60, 10, 1)
+    assert State("cart", Cart, idle_ttl=0.5, max_lifetime=0.5).idle_ttl == 0.5
+
+
+# "carts.read gives the current value of the handle in the call argument named like the
+# kind (cart; pass argument= to name it otherwise)"; "initial: makes the value new starts
+# from".
+async def test_argument_and_initial_are_followed() -> None:
+    baskets = State("cart", Cart, argument="basket", initial=lambda: Cart(items={"bag": 1}))
+    container = Container()
+
+    async def open_basket(new: Annotated[Held[Cart], Resolve(baskets.new)]) -> str:
+        return new.handle
+
+    async def show(basket: Handle, value: Annotated[Cart, Resolve(baskets.read)]) -> Cart:
+        return value
+
+    async with container:
+        handle = await container.run(open_basket)
+        assert await container.run(show, basket=handle) == Cart(items={"bag": 1})
+
+
+class Unwritable(Corrupted):
+    """A store that reads a value but cannot write: its release fails too."""
+
+    async def load(self, key: StateKey, idle: float, token: str, lease: float) -> bytes | None:
+        return b'1\n{"items": {}}'
+
+    async def save(
+        self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool
+    ) -> bool:
+        raise OSError("the store went away")
+
+
+# A failed edit writes nothing and releases its lease; when even the release fails, the
+# handler's own error is what the caller gets, and the log says which handle stays leased
+# (until its lease runs out).
+async def test_a_release_that_fails_is_logged_and_the_handlers_error_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    carts = on(Unwritable())
+
+    async def fail(cart: Handle, edit: Annotated[Held[Cart], Resolve(carts.state.edit)]) -> None:
+        raise RuntimeError("handler failed")
+
+    async with carts.container:
+        with pytest.raises(RuntimeError, match="handler failed"):
+            await carts.run(fail, cart="A" * 32)
+    assert f"could not release cart {'A' * 32!r}" in caplog.text
+
+
+# A kind's resolvers read like the rest of the plan: named after the kind in a plan's text
+# and in errors, and judged by the model they give ("The consumer's T is also checked
+# against what the resolver declares it returns", docs/concepts.md).
+def test_a_kinds_resolvers_are_named_and_typed_in_the_plan() -> None:
+    carts = State("cart", Cart)
+    container = Container()
+
+    async def add(cart: Handle, edit: Annotated[Held[Cart], Resolve(carts.edit)]) -> None:
+        pass
+
+    async def wrong(cart: Handle, n: Annotated[int, Resolve(carts.read)]) -> None:
+        pass
+
+    assert "resolvent.State['cart'].edit" in container.compile(add).describe()
+    with pytest.raises(
+        InvalidSignature, match=r"expects int, .*State\['cart'\]\.read returns Cart"
+    ):
+        container.compile(wrong)
