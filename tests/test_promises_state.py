@@ -340,13 +340,13 @@ async def test_a_value_that_no_longer_validates_says_what_failed() -> None:
 async def test_an_edit_that_changes_nothing_keeps_the_value() -> None:
     carts = on(MemoryStore())
 
-    async def look(cart: Handle, edit: Annotated[Held[Cart], Resolve(carts.state.edit)]) -> None:
-        pass
+    async def look(cart: Handle, edit: Annotated[Held[Cart], Resolve(carts.state.edit)]) -> str:
+        return edit.handle
 
     async with carts.container:
         handle = await carts.run(carts.open_cart)
         await carts.run(carts.add, cart=handle, item="apple")
-        await carts.run(look, cart=handle)
+        assert await carts.run(look, cart=handle) == handle
         assert await carts.run(carts.show, cart=handle) == Cart(items={"apple": 1})
 
 
