@@ -363,7 +363,7 @@ async def test_state_messages_read_as_written() -> None:
         text = re.sub(r"'[A-Za-z0-9_-]{32}'", "'HANDLE'", str(caught.value))
         messages.append(f"{type(caught.value).__name__}: {text}")
 
-    carts = on(store, lease=30, wait=0.01)
+    carts = on(store, lease=1, wait=0.01)  # a lease of one second is a lease too
     tiny = on(store, max_size=8)
     newer = on(store, model=CartV2, version=2)
     older = on(store, model=CartV2, version=0)
@@ -400,7 +400,7 @@ async def test_state_messages_read_as_written() -> None:
             await inside.wait()
             carts.gate = None
             await expect(StateConflict, carts, carts.add, cart=handle, item="waits")
-            clock.advance(31)
+            clock.advance(1)  # the lease is over once its time is up, not a moment later
             await carts.run(carts.add, cart=handle, item="prompt")
             release.set()
     for bad in ("two words", ""):
@@ -516,3 +516,30 @@ def test_a_kinds_resolvers_are_named_and_typed_in_the_plan() -> None:
         InvalidSignature, match=r"expects int, .*State\['cart'\]\.read returns Cart"
     ):
         container.compile(wrong)
+
+
+# "idle_ttl: seconds a value lives after its last use": once they have passed, it is gone,
+# on every store alike.
+async def test_a_value_is_gone_once_its_idle_time_has_passed(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    clock = Clock()
+    valkey = request.getfixturevalue("valkey_url") if store_kind == "redis" else None
+    options = {} if store_kind == "redis" else {"sweep": 1e9}  # the answer, not a sweep
+    async with open_test_store(store_kind, tmp_path, valkey, clock, **options) as store:
+        carts = on(store, idle_ttl=100)
+        async with carts.container:
+            handle = await carts.run(carts.open_cart)
+            clock.advance(100)
+            with pytest.raises(StateNotFound):
+                await carts.run(carts.show, cart=handle)
+
+
+# open_store: "a SQLite URL has three slashes before a relative path and four before an
+# absolute one", and a URL naming no known store is refused with the ones that exist.
+@pytest.mark.parametrize("url", ["sqlite://state.db", "sqlite:///", "postgres://db/state"])
+async def test_a_url_naming_no_store_says_which_would(url: str) -> None:
+    with pytest.raises(ResolventError) as caught:
+        async with open_store(url):
+            pass
+    assert_snapshot(f"open_store_{url.split(':')[0]}_{len(url)}", str(caught.value))
