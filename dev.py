@@ -28,11 +28,11 @@ the changed function (it records which tests call which function first, so a mut
 few tests, not the suite). A mutant no test fails on has "survived": a slip the tests would
 let through. It prints each module's kill rate and its survivors (`mutmut show NAME` in
 .mutate/MODULE/ shows one). MODULE is a path under src/resolvent without .py (`_state`,
-`mcp/_sessions`, `_stores` for the package); MUTATE lists the tests each runs. Run it on a module
-you changed, before landing: a survivor is either killed with a new test or, when it cannot
-change anything a user observes, an equivalent mutant. One module takes minutes to half an
-hour on two cores (a module that every test reaches, such as _teardown, takes longest), so CI
-does not run it on every change: a scheduled job runs `python3 dev.py mutate` over them all.
+`mcp/_sessions`, `_stores` for the package); MUTATE lists the tests each runs, and MUTANTS.md
+the last kill rates and the survivors that are equivalent. Run it on a module you changed,
+before landing: kill a survivor with a new test, or list it as equivalent when it cannot
+change anything a user observes. One module takes minutes to half an hour on two shared
+cores, so CI does not run it on every change: a scheduled job runs `python3 dev.py mutate`.
 
 `bench --python X.Y` finds CPython X.Y (pythonX.Y on PATH, else pyenv's), makes
 .venv-bench/pyX.Y with the package and its mcp, fastapi and bench extras, each package
@@ -94,6 +94,7 @@ _STATE_TESTS = (
     "tests/test_state_conformance.py",
     "tests/test_state_versions.py",
     "tests/test_promises_state.py",
+    "tests/test_state_race.py",  # processes opening one file at once: SQLite's busy paths
 )
 MUTATE: dict[str, tuple[str, ...]] = {
     "_state": (*_STATE_TESTS, "tests/test_promises_integrations.py", "tests/test_state_web.py"),

@@ -380,6 +380,9 @@ async def test_state_messages_read_as_written() -> None:
         handle = await carts.run(carts.open_cart)
         await expect(StateNotFound, carts, carts.show, cart="not-a-handle")
         await expect(StateNotFound, carts, carts.show, cart="x" * 60)
+        await expect(StateNotFound, carts, carts.show, cart="x" * 46)  # shown whole
+        await expect(StateNotFound, carts, carts.show, cart="x" * 47)  # one more: cut
+        await expect(StateNotFound, carts, carts.show, cart="A" * 32)  # well-formed, unknown
         await expect(StateError, tiny, tiny.open_cart)
         await expect(StateError, tiny, tiny.add, cart=handle, item="apple")
         await expect(StateError, carts, swap, cart=handle)
@@ -511,7 +514,15 @@ def test_a_kinds_resolvers_are_named_and_typed_in_the_plan() -> None:
     async def wrong(cart: Handle, n: Annotated[int, Resolve(carts.read)]) -> None:
         pass
 
+    async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> None:
+        pass
+
+    async def show(cart: Handle, value: Annotated[Cart, Resolve(carts.read)]) -> None:
+        pass
+
     assert "resolvent.State['cart'].edit" in container.compile(add).describe()
+    assert "resolvent.State['cart'].new" in container.compile(open_cart).describe()
+    assert "resolvent.State['cart'].read" in container.compile(show).describe()
     with pytest.raises(
         InvalidSignature, match=r"expects int, .*State\['cart'\]\.read returns Cart"
     ):
