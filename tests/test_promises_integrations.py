@@ -224,3 +224,73 @@ def test_a_route_of_an_app_without_the_container_lifespan_says_so(
             with pytest.raises(ResolventError, match="not open") as caught:
                 web.get("/")
             assert "lifespan" in str(caught.value) or "async with" in str(caught.value)
+
+
+# "one with a call in progress is never closed": however many of its calls are in
+# progress, until the last one ends.
+async def test_a_keyed_session_with_two_calls_in_progress_outlives_the_first() -> None:
+    tracked = Tracked()
+    gates = {"first": anyio.Event(), "second": anyio.Event(), "bob": anyio.Event()}
+    entered: list[str] = []
+    container = Container()
+    server = MCPServer("keyed", lifespan=container.lifespan)
+
+    @container.provider(scope=Scope.SESSION)
+    async def account() -> AsyncIterator[dict[str, object]]:
+        value: dict[str, object] = {"open": True}
+        yield value
+        value["open"] = False
+        tracked.closing(str(value.get("name"))).set()
+
+    @server.tool()
+    @inject(container, session_key=lambda ctx: "alice", max_sessions=1)
+    async def visit(gate: str, acct: Annotated[dict[str, object], Resolve(account)]) -> object:
+        acct["name"] = "alice"
+        entered.append(gate)
+        await gates[gate].wait()
+        return acct["open"]
+
+    @server.tool()
+    @inject(container, session_key=lambda ctx: "bob", max_sessions=1)
+    async def other(acct: Annotated[dict[str, object], Resolve(account)]) -> bool:
+        acct["name"] = "bob"
+        entered.append("bob")
+        await gates["bob"].wait()
+        return True
+
+    async with client(server, "2026-07-28") as c:
+        results: dict[str, str] = {}
+
+        async def call(gate: str) -> None:
+            results[gate] = text(await c.call_tool("visit", {"gate": gate}))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call, "first")
+            group.start_soon(call, "second")
+            with anyio.fail_after(5):
+                while len(entered) < 2:
+                    await anyio.sleep(0.01)
+            group.start_soon(c.call_tool, "other", {})  # bob's: alice's is past the bound
+            with anyio.fail_after(5):
+                while len(entered) < 3:
+                    await anyio.sleep(0.01)
+            gates["first"].set()
+            with anyio.fail_after(5):
+                while "first" not in results:
+                    await anyio.sleep(0.01)
+            await anyio.sleep(0.05)  # the table's watcher runs when a call ends
+            assert not tracked.closing("alice").is_set(), "closed under a call in progress"
+            gates["second"].set()
+            gates["bob"].set()
+        assert results == {"first": "true", "second": "true"}
+
+
+# Keyed sessions "are closed when the container's APP scope closes" -- every time it does:
+# a server whose lifespan runs twice closes its keyed sessions twice.
+async def test_keyed_sessions_close_with_every_lifespan() -> None:
+    tracked = Tracked()
+    server = keyed_server(tracked)
+    for user in ("alice", "bob"):
+        async with client(server, "2026-07-28") as c:
+            assert text(await c.call_tool("visit", {"user": user})) == user
+        assert tracked.closing(user).is_set(), f"{user}'s session outlived the lifespan"
