@@ -8,6 +8,7 @@ Usage:
     python3 .ci/jobs.py package         build, check and smoke-test the sdist and the wheel
     python3 .ci/jobs.py slow            the tests marked slow (the default run leaves them out)
     python3 .ci/jobs.py peers           the tests that need the benchmark peers (the `bench` extra)
+    python3 .ci/jobs.py instructions    instructions per call (callgrind) against the baseline
 
 Each job makes its own virtualenv under .venv-ci/ and installs only what it needs from
 pyproject.toml (the package, the `test` extra, the extras the job is about); only `peers`
@@ -18,7 +19,9 @@ skipped, else the first failure's.
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -346,6 +349,34 @@ def job_peers() -> int:
     return run(py, *PYTEST, *_PEER_TESTS, env=env_without_source())
 
 
+def job_instructions() -> int:
+    """The instruction-count guard: every path of S1-S7, the MCP tool call and the FastAPI
+    route counted under callgrind (`benchmarks.instructions`), failing when a figure rose
+    more than 3% over the committed baseline. It installs valgrind if it is missing, and
+    the package with exactly the versions the baseline was counted with; under another
+    Python than the baseline's it is skipped, loudly (the counts differ by interpreter)."""
+    baseline = json.loads(
+        (ROOT / "benchmarks" / "results" / "instructions-baseline.json").read_text(encoding="utf-8")
+    )
+    here = platform.python_version()
+    if baseline["python"] != here:
+        log(f"SKIPPED: the baseline was counted on Python {baseline['python']}, this is {here}")
+        return 0
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        log("installing valgrind (apt-get)")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        if run("apt-get", "install", "-y", "-q", "valgrind", env=env) != 0:
+            must("apt-get", "update", "-q", env=env)
+            must("apt-get", "install", "-y", "-q", "valgrind", env=env)
+    py = make_venv("instructions", sys.executable)
+    constraints = JOBS / "instructions-constraints.txt"
+    pins = [f"{name}=={version}" for name, version in baseline["versions"].items() if version]
+    constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
+    pip(py, "-c", constraints, "-e", ".[mcp,fastapi]")
+    show_versions(py)
+    return run(py, "-m", "benchmarks.instructions", "--check", env=env_without_source())
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["floors"] and len(argv) == 1:
         return job_floors()
@@ -359,6 +390,8 @@ def main(argv: list[str]) -> int:
         return job_slow()
     if argv[:1] == ["peers"] and len(argv) == 1:
         return job_peers()
+    if argv[:1] == ["instructions"] and len(argv) == 1:
+        return job_instructions()
     print(__doc__.split("\n\n", 2)[1] if __doc__ else "", file=sys.stderr)
     return 2
 

@@ -186,7 +186,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--only",
         help="comma-separated scenario key prefixes, e.g. S2,S3,MCP,FastAPI,HTTP (end to end),"
-        " App (cold start at application scale)",
+        " App (cold start at application scale), Paths (resolvent's other paths on S1-S7),"
+        " Ask (an MCP tool that may ask, over both protocols)",
     )
     p.add_argument("--json", type=Path, help="where to write the JSON results")
     p.add_argument("--plot", type=Path, help="where to write the chain plot (PNG)")
@@ -219,6 +220,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         todo.append(mcp)
     todo.append(fastapi_routes.scenario())
     todo += state_tools.scenarios()
+    todo += scenarios.path_scenarios()
     http = True
     app_scale = True
     if args.only:

@@ -339,7 +339,99 @@ def pythons(data: dict[str, Any]) -> str:
     return per_interpreter([load(f) for f in interpreter_files()])
 
 
+PATHS_RESULTS = ROOT / "benchmarks" / "results" / "paths.json"
+
+# Each path's table: its name in the time results (scenario prefix, implementation), its
+# floor there, its name and floor in the instruction baseline, and whether the peers run it.
+PATH_TABLES = (
+    ("`container.run`", "Paths", "run", "hand-written", "run", "hand-written", True),
+    ("`call.resolve` in `session.call()`", "Paths", "call.resolve", "hand-written",
+     "call.resolve", "hand-written", True),
+    ("the interpreter (`container.call(rounds=True)`)", "Paths", "interpreter", "hand-written",
+     "interpreter", "hand-written", True),
+    ("concurrent mode (`Container(concurrent=True)`)", "Paths", "concurrent",
+     "hand-written concurrent", "concurrent", "hand-written concurrent", False),
+    ("an MCP tool that may ask, legacy protocol", "Ask legacy", "resolvent", "hand-written",
+     "MCP ask legacy", "hand-written MCP legacy", False),
+    ("an MCP tool that may ask, 2026-07-28 protocol", "Ask 2026-07-28", "resolvent",
+     "hand-written", "MCP ask 2026-07-28", "hand-written MCP 2026-07-28", False),
+)  # fmt: skip
+
+
+def _time_cell(res: dict[str, Any] | None, floor: dict[str, Any] | None) -> str:
+    if res is None or res.get("status") != "ok":
+        return "-" if res is None else str(res["status"])
+    text = cell({**res, "ratio": None})
+    if floor is not None and floor.get("status") == "ok":
+        ratio = statistics.median(
+            a / b for a, b in zip(res["samples_us"], floor["samples_us"], strict=False)
+        )
+        text += f" ({ratio:.2f}x)"
+    return text
+
+
+def paths(data: dict[str, Any]) -> str:
+    """One table per path of resolvent on S1-S7: time (from paths.json, a run of
+    ``--only Paths,Ask``) and instructions per call (the guard's committed baseline), each
+    beside its hand-written floor, and the best peer of the main table's same scenario."""
+    from . import instructions
+
+    timed = load(PATHS_RESULTS)
+    counted = json.loads(instructions.BASELINE.read_text(encoding="utf-8"))
+    env = timed["environment"]
+    out = [
+        f"Time: run {env['date']}, Python {env['python']}, {env['platform']} ({env['cpus']} "
+        f"CPUs), resolvent at {env['commit']}, {timed['settings']['rounds']} rounds of "
+        f"{timed['settings']['batch_ms']:g} ms batches. Instructions: the guard's baseline "
+        f"(Python {counted['python']}; why it was last counted: {counted['why']}).",
+    ]
+    by_key = {sc["key"]: sc["results"] for sc in timed["scenarios"]}
+    for title, prefix, name, floor, counted_name, counted_floor, peers in PATH_TABLES:
+        out += [
+            "",
+            f"**{title}**",
+            "",
+            "| scenario | hand-written | resolvent | best peer (main table) | instructions, "
+            "hand-written | instructions, resolvent |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for key in instructions.SCENARIOS:
+            results = by_key.get(f"{prefix} {key}", {})
+            peer = "-"
+            if peers:
+                try:
+                    peer_name, peer_ratio = best_peer(data, key)
+                    peer = f"{peer_name} {x(peer_ratio)}"
+                except (KeyError, ValueError):
+                    pass
+            figures = counted["figures"].get(key, {})
+            floor_count, count = figures.get(counted_floor), figures.get(counted_name)
+            instr = "-" if count is None else f"{count:,}"
+            if count is not None and floor_count:
+                instr += f" ({count / floor_count:.2f}x)"
+            out.append(
+                f"| {key} | {_time_cell(results.get(floor), None)} | "
+                f"{_time_cell(results.get(name), results.get(floor))} | {peer} | "
+                f"{'-' if floor_count is None else f'{floor_count:,}'} | {instr} |"
+            )
+    return "\n".join(out) + "\n"
+
+
+def instruction_table(data: dict[str, Any]) -> str:
+    """The guard's committed baseline as a table (not from *data*)."""
+    from . import instructions
+
+    counted = json.loads(instructions.BASELINE.read_text(encoding="utf-8"))
+    head = (
+        f"Instructions per warm call (Python {counted['python']}, {counted['machine']}; "
+        f"why the baseline was last counted: {counted['why']}). In parentheses, the ratio "
+        "to the path's hand-written floor:"
+    )
+    return head + "\n\n" + instructions.table(counted["figures"]) + "\n"
+
+
 FRAGMENTS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "instructions": instruction_table,
     "readme-summary": readme_summary,
     "fastapi-route": fastapi_route,
     "results": results,

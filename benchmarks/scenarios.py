@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from typing import Any
 
@@ -61,6 +62,54 @@ def all_scenarios(chains: tuple[int, ...] = CHAIN_LENGTHS) -> list[Scenario]:
 
 async def _one_sleep(stack: contextlib.AsyncExitStack) -> impls.Instance:
     return await impls.one_sleep(0.01)
+
+
+PATH_GRAPHS = {
+    "S1": graphs.single,
+    "S2": graphs.diamond,
+    "S3 chain 100": lambda: graphs.chain(100),
+    "S4": graphs.singleton,
+    "S5 inline": lambda: graphs.diamond("sync"),
+    "S6": graphs.fan,
+    "S7": graphs.resource,
+}
+"""The per-call scenarios whose graphs every path of resolvent runs (see `path_scenarios`)."""
+
+
+def path_scenarios() -> list[Scenario]:
+    """resolvent's other paths on S1-S7, keyed ``Paths S2`` and so on: ``run`` (the main
+    table's resolvent), ``call.resolve``, ``interpreter`` and ``concurrent`` beside the
+    hand-written code, and ``hand-written concurrent`` (independent resolvers awaited
+    together, the floor of the concurrent path); then the MCP tool that may ask, over both
+    protocols (``Ask legacy S2``, ``Ask 2026-07-28 S2``; see `benchmarks.mcp_ask`)."""
+    from . import mcp_ask, paths
+
+    out = []
+    for key, make in PATH_GRAPHS.items():
+        graph = make()
+        gathered = graph if "sync" in graph.kinds else dataclasses.replace(graph, concurrent=True)
+        factories = {
+            "hand-written": functools.partial(impls.handwritten, graph),
+            "run": functools.partial(impls.resolvent, graph),
+            **{name: functools.partial(build, graph) for name, build in paths.PATHS.items()},
+        }
+        out.append(
+            Scenario(
+                f"Paths {key}",
+                f"resolvent's paths: {key}",
+                graph,
+                factories,
+                references={
+                    "hand-written concurrent": functools.partial(impls.handwritten, gathered)
+                },
+                nodes=len(graph.nodes),
+            )
+        )
+    try:
+        import resolvent.mcp  # noqa: F401
+    except ImportError:
+        return out
+    return out + mcp_ask.scenarios({key: make() for key, make in PATH_GRAPHS.items()})
 
 
 def mcp_scenario() -> Scenario | str:
