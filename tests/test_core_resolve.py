@@ -338,6 +338,41 @@ async def test_call_resolve_returns_only_injected_parameters() -> None:
     assert kwargs == {"req": request, "u": "user:u1"}
 
 
+async def test_call_resolve_of_a_function_follows_overrides() -> None:
+    # `call.resolve(fn)` finds a compiled function's plan without compiling it again: the
+    # plan it finds must be the one in force (an override block open) and its container's.
+    container = Container()
+
+    class Greeting(str):
+        pass
+
+    async def hello() -> Greeting:
+        return Greeting("hello")
+
+    async def fake() -> Greeting:
+        return Greeting("fake")
+
+    async def handler(g: Annotated[Greeting, Resolve()]) -> str:
+        return g
+
+    container.provide(hello)
+
+    async def resolved() -> object:
+        async with container.call() as call:
+            return (await call.resolve(handler))["g"]
+
+    assert await resolved() == "hello"
+    assert await resolved() == "hello"  # the compiled plan, found
+    with container.override(hello, fake):
+        assert await resolved() == "fake"
+    assert await resolved() == "hello"
+    other = Container()
+    other.provide(fake)
+    async with other.call() as call:  # another container's plan is not this one's
+        assert (await call.resolve(handler))["g"] == "fake"
+    assert await resolved() == "hello"
+
+
 async def test_same_resolver_used_twice_runs_once_per_call() -> None:
     container = Container()
     runs: list[int] = []

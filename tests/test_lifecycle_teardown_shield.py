@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from modes import MODES, make_container, run
-from resolvent import Container, Resolve, _shield, _teardown
+from resolvent import Container, Resolve, _call, _shield, _teardown
 
 SHAPES = ("generator", "context manager")
 HOLDS = ("nothing", "task group", "cancel scope", "deadline")
@@ -256,7 +256,11 @@ async def attempt(specs: Sequence[Resource], body: str, way: str) -> tuple[list[
                 ):
                     await container.run(handler)
             else:  # the reference: the shield entered before any setup, on every backend
-                with patch.object(_teardown, "begin", _shield.eager):
+                # (a call scope marks in its own `__aenter__`, `_call.begin`)
+                with (
+                    patch.object(_teardown, "begin", _shield.eager),
+                    patch.object(_call, "begin", _shield.eager),
+                ):
                     async with container.call() as scope:
                         await scope.run(handler)
         except Exception as exc:

@@ -24,6 +24,7 @@ from ._plan import Plan, Step
 from ._plans import callable_name, check_scopes, refuse_generator
 from ._questions import Asker
 from ._sharing import Sharing
+from ._shield import begin
 from ._teardown import Exits, close_resources, settle, settle_writes
 from ._threads import abandonable
 
@@ -32,6 +33,7 @@ __all__ = ("Call", "CallHost")
 
 if TYPE_CHECKING:
     T = TypeVar("T")
+    from ._plans import PlanCache
     from ._rounds import Rounds
 
     KW = TypeVar("KW", bound=Mapping[str, Any])
@@ -44,6 +46,10 @@ if TYPE_CHECKING:
 
         _app: LiveScope | None  # the open APP scope, or None
         answer_timeout: float | None
+        _concurrent: bool  # `concurrent` and `call_timeout`, read without a property
+        _call_timeout: float | None
+        _overridden: list[int]  # the open override blocks, in every context
+        _plans: PlanCache
 
         @property
         def concurrent(self) -> bool: ...
@@ -115,7 +121,7 @@ class Call:
         self.values: Mapping[Any, Any] = values
         self.asker = asker
         self.answerer: Callable[[Any, Any], Awaitable[Any]] | None = None
-        self.concurrent = container.concurrent if concurrent is None else concurrent
+        self.concurrent = container._concurrent if concurrent is None else concurrent
         self.rounds: Rounds | None = None
         if rounds or answers or state:
             from ._rounds import Rounds  # multi-round asking: loaded by its first call
@@ -137,8 +143,11 @@ class Call:
         self._state = _OPEN
         # Branches and deadlines open cancel scopes around resolvers; resources are then
         # held by tasks of their own so their setup and teardown share a task.
-        holders = self.concurrent or self._container.call_timeout is not None
-        await cast(Exits, self.exits).open(holders=holders)
+        exits = cast(Exits, self.exits)
+        if self.concurrent or self._container._call_timeout is not None:
+            await exits.open(holders=True)
+        else:
+            exits.guard = begin()  # what `open` does, without a coroutine of its own
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -146,6 +155,11 @@ class Call:
         self.cache.clear()
         exits = self.exits
         if isinstance(exits, Exits):
+            if not exits and exits.guard.__class__ is tuple:
+                # Nothing to close and no scope entered: what `close` does then.
+                exits.closed = True
+                exits.guard = None
+                return
             await exits.close(exc)
         elif exits:
             settle(exc, await close_resources(exits, exc))
@@ -195,13 +209,18 @@ class Call:
         if self._state is not _OPEN:
             raise self._misuse("resolve", plan)
         args = EMPTY if args is None else args
+        container = self._container
         if isinstance(plan, Plan):
             plan = self._prepare(plan)
-        else:  # a bound method or partial shares its function's plan, as in `run`
-            _, plan, bound = self._container._for_run(plan, args)
-            check_scopes(plan, self._container._app, self._session)
-            args = bound
-        timeout = self._container.call_timeout
+        else:
+            found = _known(container, plan)
+            if found is None:  # a bound method or partial shares its function's plan
+                _, found, args = container._for_run(plan, args)
+                check_scopes(found, container._app, self._session)
+            elif container._app is None or self._session is None:
+                check_scopes(found, container._app, self._session)
+            plan = found
+        timeout = container._call_timeout
         if self.rounds is not None:
             try:
                 if timeout is None:
@@ -212,9 +231,20 @@ class Call:
                 # rolled back now, before the question leaves (see `settle`).
                 await settle_writes(self.exits, pending)
                 raise
-        if timeout is None:
-            return await self._resolve(plan, args)
-        return await self._resolve_within(plan, args, timeout)
+        if timeout is not None:
+            return await self._resolve_within(plan, args, timeout)
+        if not self.concurrent and not self.cache and self.flight is None and self.sharing is None:
+            # `_resolve`'s generated path (`_fly` inline), without a coroutine of its own.
+            self.flight = plan
+            try:
+                result: dict[str, Any] = await (plan._generated or plan.resolve_fn)(
+                    args, self.values, self, container._app, self._session, plan.fn
+                )
+            finally:
+                if self.flight is plan:
+                    self._land(plan)
+            return result
+        return await self._resolve(plan, args)
 
     async def settle(self, exc: BaseException | None = None) -> None:
         """Settle this call's writes now, before its answer leaves: close the resources
@@ -374,6 +404,21 @@ class Call:
         if inspect.isawaitable(result):
             result = await result
         return result
+
+
+def _known(container: CallHost, fn: Any) -> Plan | None:
+    """*fn*'s plan if it is compiled, current and *fn* is its own key (a function or a
+    class), while no override block is open: `resolve` then needs no `for_run`."""
+    if container._overridden:
+        return None
+    cache = container._plans
+    try:
+        plan = cache.plans.get(fn)
+    except TypeError:  # an unhashable callable object
+        return None
+    if plan is None or plan.fn is not fn or plan.generation != cache.generation:
+        return None
+    return plan
 
 
 def _values_not_a_mapping(values: object) -> TypeError:

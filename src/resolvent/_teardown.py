@@ -52,14 +52,12 @@ class Exits(list[tuple["Step", Any]]):
     task of its own all the same (`hold`), wherever it is resolved from.
     """
 
-    __slots__ = ("closed", "deadline", "group", "guard")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.deadline = math.inf  # the call's `call_timeout` deadline, once resolving
-        self.group: TaskGroup | None = None
-        self.guard: Any = None  # from `begin`: a mark (asyncio) or an entered cancel scope
-        self.closed = False  # set when the call's block ends; see `enter`
+    # Defaults on the class, not an ``__init__``: a call makes one of these each time, and
+    # a Python ``__init__`` (with ``super().__init__()``) cost as much as the rest of it.
+    deadline: float = math.inf  # the call's `call_timeout` deadline, once resolving
+    group: TaskGroup | None = None
+    guard: Any = None  # from `begin`: a mark (asyncio) or an entered cancel scope
+    closed: bool = False  # set when the call's block ends; see `enter`
 
     async def open(self, *, holders: bool) -> None:
         """Enter the call's scope (with a task group if *holders*), in the caller's task."""
