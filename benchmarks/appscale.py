@@ -15,7 +15,9 @@ one process and interleaved round by round:
   many times.
 
 Every round executes fresh function objects, so nothing read or generated in an earlier
-round is reused. ``python -m benchmarks --only App`` runs it alone.
+round is reused. ``python -m benchmarks --only App`` runs it alone;
+``python -m benchmarks.appscale --count 300,1000`` counts the instructions of the same
+phases under callgrind instead of timing them (which the machine's load does not move).
 """
 
 from __future__ import annotations
@@ -130,6 +132,83 @@ async def _dishka(deps: list[list[int]], uses: list[list[int]]) -> tuple[Phase, 
 
 BUILDERS = {"resolvent": _resolvent, "dishka": _dishka}
 
+SPLIT = ("reading signatures", "checks", "building steps", "walk and plan", "first calls")
+"""The parts of resolvent's cold start, in the order a compile pays them (see `split`)."""
+
+
+class _Timers:
+    """Exclusive time per part: each timed function's own time, less the timed functions
+    it calls (a check made while building steps counts as a check)."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, int] = dict.fromkeys(SPLIT, 0)
+        self.calls = 0
+        self._inner: list[int] = []
+
+    def wrap(self, part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        clock, inner, spent = time.thread_time_ns, self._inner, self.spent
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            t0 = clock()
+            inner.append(0)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                took = clock() - t0
+                spent[part] += took - inner.pop()
+                if inner:
+                    inner[-1] += took
+
+        return timed
+
+
+async def split(n: int) -> dict[str, float]:
+    """resolvent's cold start at *n* handlers in parts (ms of this thread's CPU time, which
+    other work on the machine moves less than wall time): reading each function's
+    signature (`read`), the compiler's checks (types, lifetimes, asking), building the
+    steps of each plan (`build`), the rest of compiling (the walk over the graph, reusing
+    what earlier plans checked, and making the plan), and the first call of each handler.
+    Each part is timed with a wrapper around its functions (the wrappers' own cost, about
+    a fraction of a microsecond per wrapped call, is in the figures: `wrapped_calls`)."""
+    from resolvent import _compiler, _registry
+
+    timers = _Timers()
+    patched: list[tuple[Any, str, Any]] = [
+        (_registry, "read", "reading signatures"),
+        (_compiler, "read", "reading signatures"),
+        (_compiler, "check_type", "checks"),
+        (_compiler, "check_lifetime", "checks"),
+        (_compiler, "check_asks", "checks"),
+        (_compiler, "captive_source", "checks"),
+        (_compiler, "refuse_unclosable", "checks"),
+        (_compiler._Compiler, "build", "building steps"),
+    ]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patched]
+    deps, uses = draw(n)
+    compile_all, first, _ = await _resolvent(deps, uses)
+    try:
+        for owner, name, part in patched:
+            setattr(owner, name, timers.wrap(part, getattr(owner, name)))
+        gc.collect()
+        gc.disable()
+        t0 = time.thread_time_ns()
+        await compile_all()
+        t1 = time.thread_time_ns()
+        got = await first()
+        t2 = time.thread_time_ns()
+    finally:
+        gc.enable()
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+    if got != expected(deps, uses):
+        raise AssertionError(f"resolvent computed something else at N={n}")
+    out = {part: ns / 1e6 for part, ns in timers.spent.items()}
+    out["walk and plan"] = (t1 - t0) / 1e6 - sum(out.values())
+    out["first calls"] = (t2 - t1) / 1e6
+    out["wrapped_calls"] = timers.calls
+    return out
+
 
 async def _one(name: str, n: int, steady_calls: int) -> dict[str, float]:
     deps, uses = draw(n)
@@ -184,8 +263,93 @@ async def run(
             a["steady_us"] / b["steady_us"]
             for a, b in zip(samples["resolvent"], samples["dishka"], strict=True)
         )
+        parts = [await split(n) for _ in range(rounds)]
+        row["split"] = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
         out["sizes"][str(n)] = row
     return out
+
+
+COUNTED = ("compile", "first calls")
+
+
+async def _count_child(sizes: tuple[int, ...]) -> None:
+    """Under callgrind (see `count`): each library's compile and first calls at each
+    size, between markers (``os.getppid()``, on which callgrind writes its counters),
+    after a warm-up at 10 handlers that pays the one-time imports."""
+    import os
+
+    for n in (10, *sizes):
+        for name in BUILDERS:
+            deps, uses = draw(n)
+            compile_all, first, _ = await BUILDERS[name](deps, uses)
+            gc.collect()
+            gc.disable()
+            os.getppid()
+            await compile_all()
+            os.getppid()
+            got = await first()
+            os.getppid()
+            gc.enable()
+            if got != expected(deps, uses):
+                raise AssertionError(f"{name} computed something else at N={n}")
+
+
+def count(sizes: tuple[int, ...] = (300, 1_000)) -> dict[str, dict[str, dict[str, int]]]:
+    """Instructions of each library's compile and first calls, per size, counted under
+    ``valgrind --tool=callgrind`` (which the machine's load does not move):
+    ``{size: {library: {"compile": ..., "first calls": ...}}}``."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env["PYTHONPATH"] = os.pathsep.join([str(root / "src"), str(root)])
+    with tempfile.TemporaryDirectory(prefix="callgrind-") as tmp:
+        subprocess.run(
+            ["valgrind", "--tool=callgrind", "--dump-before=getppid", "-q",
+             f"--callgrind-out-file={tmp}/cg.%p", sys.executable, "-m", "benchmarks.appscale",
+             "--count-child", json.dumps(list(sizes))],
+            cwd=root, env=env, check=True,
+        )  # fmt: skip
+        parts = sorted(Path(tmp).glob("cg.*.*"), key=lambda p: int(p.suffix[1:]))
+        totals = []
+        for part in parts:
+            for line in part.read_text(encoding="utf-8").splitlines():
+                if line.startswith("totals:"):
+                    totals.append(int(line.split()[1]))
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    i = 0
+    for n in (10, *sizes):
+        for name in BUILDERS:
+            # Three markers per library and size: before compiling, after, after the calls.
+            if n != 10:
+                out.setdefault(str(n), {})[name] = {
+                    "compile": totals[i + 1],
+                    "first calls": totals[i + 2],
+                }
+            i += 3
+    return out
+
+
+def count_table(counted: dict[str, dict[str, dict[str, int]]]) -> str:
+    lines = [
+        "| N | resolvent compile | first calls | cold start | dishka build | first calls | "
+        "cold start | ratio |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for n, row in counted.items():
+        a, b = row["resolvent"], row["dishka"]
+        ta, tb = sum(a.values()), sum(b.values())
+        lines.append(
+            f"| {int(n):,} | {a['compile'] / 1e6:.1f} M | {a['first calls'] / 1e6:.1f} M | "
+            f"{ta / 1e6:.1f} M | {b['compile'] / 1e6:.1f} M | {b['first calls'] / 1e6:.1f} M | "
+            f"{tb / 1e6:.1f} M | {ta / tb:.2f}x |"
+        )
+    return "\n".join(lines)
 
 
 def table(data: dict[str, Any]) -> str:
@@ -205,12 +369,33 @@ def table(data: dict[str, Any]) -> str:
             f"{b['compile_ms']:.1f} ms | {b['first_ms']:.1f} ms | {b['cold_ms']:.1f} ms | "
             f"{row['cold_ratio']:.2f}x | {a['steady_us']:.1f} µs | {b['steady_us']:.1f} µs |"
         )
+    if not any("split" in row for row in data["sizes"].values()):
+        return "\n".join(lines)  # a results file from before the parts were measured
+    lines += [
+        "",
+        "resolvent's cold start in parts (ms of CPU time; its own runs, a wrapper per part):",
+        "",
+        "| N | " + " | ".join(SPLIT) + " |",
+        "| ---: | " + " | ".join("---:" for _ in SPLIT) + " |",
+    ]
+    for n, row in data["sizes"].items():
+        if "split" in row:
+            cells = " | ".join(f"{row['split'][part]:.1f}" for part in SPLIT)
+            lines.append(f"| {int(n):,} | {cells} |")
     return "\n".join(lines)
 
 
 def main() -> None:
+    import json
     import sys
 
+    if sys.argv[1:2] == ["--count-child"]:
+        asyncio.run(_count_child(tuple(json.loads(sys.argv[2]))))
+        return
+    if sys.argv[1:2] == ["--count"]:
+        sizes = tuple(int(s) for s in sys.argv[2].split(",")) if len(sys.argv) > 2 else (300, 1_000)
+        print(count_table(count(sizes)))
+        return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     sizes = tuple(int(s) for s in sys.argv[2].split(",")) if len(sys.argv) > 2 else SIZES
     print(table(asyncio.run(run(rounds, sizes))))

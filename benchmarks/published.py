@@ -432,6 +432,7 @@ def instruction_table(data: dict[str, Any]) -> str:
 
 FRAGMENTS: dict[str, Callable[[dict[str, Any]], str]] = {
     "instructions": instruction_table,
+    "paths": paths,
     "readme-summary": readme_summary,
     "fastapi-route": fastapi_route,
     "results": results,
