@@ -55,7 +55,7 @@ BASELINE = Path(__file__).resolve().parent / "results" / "instructions-baseline.
 TOLERANCE = 0.03
 WARM_CALLS = 1_000
 
-SCENARIOS = ("S1", "S2", "S3 chain 100", "S4", "S5 inline", "S6", "S7")
+SCENARIOS = ("S1", "S2", "S3 chain 100", "S4", "S5 inline", "S6", "S7")  # PATH_GRAPHS' keys
 """The per-call scenarios, each on every path in `PATHS`."""
 PATHS = (
     "hand-written",
@@ -116,17 +116,9 @@ def calls_for(scenario: str, path: str, baseline: dict[str, Any] | None) -> int:
 
 
 def _graph(key: str) -> Any:
-    from . import graphs
+    from .scenarios import PATH_GRAPHS  # the harness's Paths scenarios, the same graphs
 
-    return {
-        "S1": graphs.single,
-        "S2": graphs.diamond,
-        "S3 chain 100": lambda: graphs.chain(100),
-        "S4": graphs.singleton,
-        "S5 inline": lambda: graphs.diamond("sync"),
-        "S6": graphs.fan,
-        "S7": graphs.resource,
-    }[key]()
+    return PATH_GRAPHS[key]()
 
 
 Factory = Callable[[contextlib.AsyncExitStack], Awaitable[Any]]
