@@ -106,7 +106,7 @@ def fault(base: str, *, refuse: bool = False, slow: float = 0.0) -> None:
 def test_under_uvicorn_writes_settle_before_the_response(seats_server: str) -> None:
     base = seats_server
     with httpx.Client(base_url=base, timeout=30) as client:
-        fault(base, slow=0.3)  # every write waits: a response sent first would be seen
+        fault(base, slow=0.15)  # every write waits: a response sent first would be seen
         for path in ("/shows", "/starlette/shows"):
             show = client.post(path).json()
             found = client.get(f"/shows/{show}")  # at once, on another connection too
