@@ -19,6 +19,7 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
+import resolvent
 from modes import MODES, make_container
 from resolvent import MemoryStore
 from settle_apps import build
@@ -140,3 +141,25 @@ def test_any_settling_resource_settles_before_the_response(mode: str, backend: s
         assert down.status_code == 503
         assert down.json() == {"detail": "the mail server refused the connection"}
         assert client.get("/outbox").json() == ["a"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", ["generated", "concurrent"])  # kept resources, a call scope
+def test_an_unavailable_store_answers_503_without_its_address(mode: str, backend: str) -> None:
+    unavailable = getattr(resolvent, "StoreUnavailable", None)
+    if unavailable is None:
+        pytest.skip("this resolvent has no StoreUnavailable error yet")
+    store = Faulty(MemoryStore())
+    api, _ = build(store, make_container(mode), "memory:")
+    with TestClient(api, backend=backend) as client:
+        show = client.post("/shows").json()
+        store.fail = unavailable("redis://:secret@10.0.0.9:6379/0", "connection refused")
+        for answer in (
+            client.post(f"/shows/{show}/notes", params={"text": "lost"}),
+            client.post("/starlette/shows"),
+        ):
+            assert answer.status_code == 503, answer.text
+            assert "unavailable" in answer.text
+            assert "10.0.0.9" not in answer.text and "secret" not in answer.text
+        store.fail = None
+        assert client.get(f"/shows/{show}").json()["notes"] == []

@@ -45,6 +45,8 @@ from starlette.requests import HTTPConnection, Request
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+import resolvent
+
 from . import Call, Container, InvalidSignature, Plan, StateConflict, StateTooLarge
 from . import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope
 from ._integration import (
@@ -86,8 +88,9 @@ def refused(exc: BaseException) -> HTTPException | None:
 
     A `StateConflict` (another call holds or changed the state) is 409 Conflict, a
     `StateTooLarge` value 413 Content Too Large, and a store or service that could not
-    be reached (an `OSError`: refused, reset, timed out) 503 Service Unavailable; the
-    detail is the error's message, which names what failed. `inject` answers so when a
+    be reached (the store's unavailable error, whose detail is its brief, or an
+    `OSError`: refused, reset, timed out) 503 Service Unavailable; the detail is
+    otherwise the error's message, which names what failed. `inject` answers so when a
     write is refused as the call settles, before the response is sent; raise
     ``refused(exc)`` yourself to answer the same way to such an error raised elsewhere
     in a route.
@@ -96,9 +99,17 @@ def refused(exc: BaseException) -> HTTPException | None:
         return HTTPException(409, str(exc))
     if isinstance(exc, StateTooLarge):
         return HTTPException(413, str(exc))
+    if isinstance(exc, _UNAVAILABLE):  # its brief: no URL, no cause for a remote caller
+        return HTTPException(503, getattr(exc, "brief", None) or str(exc))
     if isinstance(exc, OSError):
         return HTTPException(503, str(exc) or type(exc).__name__)
     return None
+
+
+# The public error of a store that cannot be reached, where this resolvent has one.
+_UNAVAILABLE: tuple[type[BaseException], ...] = tuple(
+    found for found in (getattr(resolvent, "StoreUnavailable", None),) if isinstance(found, type)
+)
 
 
 async def _settled(settle: Callable[[BaseException | None], Any]) -> None:
