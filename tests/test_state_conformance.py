@@ -435,3 +435,241 @@ async def _held(store: StateStore, key: StateKey) -> bool:
 
     assert isinstance(store, RedisStore)
     return bool(await store.client.exists([store.key(key)]))
+
+
+# -- leases that belong to a live holder ---------------------------------------------------
+
+
+class Faulty:
+    """A real store with one operation made to misbehave, as a store under faults does.
+
+    *load_fault* runs after the real load granted its lease ("reply never came":
+    sleep forever; "failed": raise). *renew_fault* replaces every renewal's outcome with an
+    error. Each renewal attempt sets `renewed`.
+    """
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self.load_fault: str | None = None
+        self.renew_fault = False
+        self.granted = anyio.Event()
+        self.renewed = anyio.Event()
+        self.renewals = 0
+
+    async def create(self, key: StateKey, data: bytes, idle: float, lifetime: float) -> None:
+        await self.store.create(key, data, idle, lifetime)
+
+    async def load(self, key: StateKey, idle: float, token: str, lease: float) -> bytes | None:
+        data = await self.store.load(key, idle, token, lease)
+        fault, self.load_fault = self.load_fault, None
+        if fault is not None:
+            self.granted.set()
+            if fault == "failed":
+                raise ConnectionResetError("the connection dropped before the reply")
+            await anyio.sleep_forever()
+        return data
+
+    async def renew(self, key: StateKey, token: str, lease: float) -> bool:
+        self.renewals += 1
+        self.renewed.set()
+        if self.renew_fault:
+            raise ConnectionResetError("the store is away")
+        return await self.store.renew(key, token, lease)
+
+    async def save(
+        self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool
+    ) -> bool:
+        return await self.store.save(key, idle, token, data, delete)
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
+    async def next_renewal(self) -> None:
+        self.renewed = anyio.Event()
+        with anyio.fail_after(10):
+            await self.renewed.wait()
+
+
+async def test_an_edit_under_lease_does_not_expire_as_idle(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        kit = Kit(store, idle_ttl=1, lease=30)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            inside, release = anyio.Event(), anyio.Event()
+
+            async def slow() -> None:
+                inside.set()
+                await release.wait()
+
+            kit.gate = slow
+            async with anyio.create_task_group() as group:
+                results: list[Any] = []
+
+                async def edit() -> None:
+                    results.append(await kit.run(kit.add, cart=handle, item="apple"))
+
+                group.start_soon(edit)
+                await inside.wait()
+                clock.advance(1.3)  # idle for longer than idle_ttl, well within the lease
+                release.set()
+            kit.gate = None
+            assert results == [{"apple": 1}]
+            clock.advance(0.9)  # idle_ttl counts again from the commit
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"apple": 1})
+            clock.advance(1.1)
+            with pytest.raises(StateNotFound):
+                await kit.run(kit.show, cart=handle)
+
+
+async def test_a_live_edit_renews_its_lease_and_keeps_the_handle(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    async with opened(store_kind, tmp_path, request, clock) as real:
+        store = Faulty(real)
+        kit = Kit(store, lease=0.4, wait=0.01)  # renewed every 0.1 s of real time
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            inside, release = anyio.Event(), anyio.Event()
+
+            async def slow() -> None:
+                inside.set()
+                await release.wait()
+
+            kit.gate = slow
+            async with anyio.create_task_group() as group:
+                group.start_soon(lambda: kit.run(kit.add, cart=handle, item="slow"))
+                await inside.wait()
+                kit.gate = None
+                for _ in range(3):  # 0.9 s of the store's time, over two lease times
+                    clock.advance(0.3)
+                    await store.next_renewal()
+                with pytest.raises(StateConflict, match="being changed by another call"):
+                    await kit.run(kit.add, cart=handle, item="other")
+                release.set()
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"slow": 1})
+
+
+async def test_an_edit_that_cannot_renew_its_lease_commits_nothing(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with opened(store_kind, tmp_path, request, None) as real:
+        store = Faulty(real)
+        kit = Kit(store, lease=0.1)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+
+            async def store_goes_away() -> None:
+                store.renew_fault = True
+                while store.renewals < 5:  # the fifth falls past the lease time
+                    await store.next_renewal()
+
+            kit.gate = store_goes_away
+            with pytest.raises(StateConflict, match=r"lost its lease.*nothing of this call"):
+                await kit.run(kit.add, cart=handle, item="apple")
+            store.renew_fault, kit.gate = False, None
+            assert await kit.run(kit.show, cart=handle) == Cart()
+            assert await kit.run(kit.add, cart=handle, item="pear") == {"pear": 1}
+
+
+@pytest.mark.parametrize("fault", ["reply never came", "failed"])
+async def test_a_load_that_fails_after_its_lease_was_granted_releases_it(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock, fault: str
+) -> None:
+    async with opened(store_kind, tmp_path, request, clock) as real:
+        store = Faulty(real)
+        kit = Kit(store, lease=30, wait=5)  # the lease would stand 30 s on this clock
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            store.load_fault = fault
+            async with anyio.create_task_group() as group:
+
+                async def edit() -> None:
+                    with pytest.raises((ConnectionResetError, anyio.get_cancelled_exc_class())):
+                        await kit.run(kit.add, cart=handle, item="lost")
+
+                group.start_soon(edit)
+                await store.granted.wait()
+                group.cancel_scope.cancel()  # the client went away, or call_timeout struck
+            assert await kit.run(kit.add, cart=handle, item="next") == {"next": 1}
+
+
+async def test_a_lease_nobody_renews_lapses_within_the_lease_time(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    # A holder that died (a killed process), or a lease request the store ran after its
+    # call had gone (queued in a frozen server): nobody renews, so the lease lapses.
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        kit = Kit(store, lease=3, wait=0.05)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            key = StateKey("cart", _owner_of("ada"), handle)
+            assert await store.load(key, 3600, "gone", 3) is not None
+            with pytest.raises(StateConflict):
+                await kit.run(kit.add, cart=handle, item="apple")
+            clock.advance(3.01)
+            assert await kit.run(kit.add, cart=handle, item="apple") == {"apple": 1}
+
+
+async def test_renew_is_a_compare_and_set_on_the_token(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        key = StateKey("cart", "owner", "r" * 32)
+        await store.create(key, b"1\n{}", 10, 1000)
+        assert await store.load(key, 10, "mine", 5) is not None
+        assert await store.renew(key, "mine", 5)
+        assert not await store.renew(key, "theirs", 5)
+        clock.advance(4)
+        assert await store.renew(key, "mine", 20)  # now leased until 24 s from the start
+        clock.advance(15)  # 19 s: idle 10 s past the last use, yet under a live lease
+        with pytest.raises(StateConflict):
+            await store.load(key, 10, "theirs", 5)
+        clock.advance(6)  # 25 s: the lease ran out unrenewed, and the value, idle, with it
+        assert await store.load(key, 10, "theirs", 5) is None
+        assert not await store.renew(key, "mine", 5)
+
+        other = StateKey("cart", "owner", "s" * 32)
+        await store.create(other, b"1\n{}", 100, 1000)
+        assert await store.load(other, 100, "mine", 5) is not None
+        clock.advance(6)  # the lease ran out unrenewed; another token takes it
+        assert await store.load(other, 100, "theirs", 5) is not None
+        assert not await store.renew(other, "mine", 5)
+        assert not await store.save(other, 100, "mine", b"1\n{}", False)
+        assert await store.renew(other, "theirs", 5)
+        assert await store.save(other, 100, "theirs", None, False)
+
+
+def _owner_of(principal: str) -> str:
+    from resolvent._state import _owner
+
+    return _owner(principal)
+
+
+async def test_call_timeout_holds_while_sqlite_waits_for_another_writer(tmp_path: Path) -> None:
+    # Another process holds the file's write lock (here: a connection of this one); a
+    # call's store operation waits for it, and its call_timeout still ends the wait.
+    import sqlite3
+
+    from resolvent import SqliteStore
+
+    store = await SqliteStore.open(str(tmp_path / "locked.db"), busy_timeout=60)
+    try:
+        kit = Kit(store)
+        kit.container = Container(call_timeout=0.3)
+        kit.container.provide(kit.carts.store, scope=Scope.APP)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            other = sqlite3.connect(store.path, isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")
+            try:
+                with anyio.fail_after(20):  # the lock is still held: only a hang trips this
+                    with pytest.raises(TimeoutError):
+                        await kit.run(kit.add, cart=handle, item="apple")
+            finally:
+                other.execute("ROLLBACK")
+                other.close()
+            assert await kit.run(kit.add, cart=handle, item="pear") == {"pear": 1}
+    finally:
+        await store.aclose()

@@ -79,18 +79,23 @@ def create_server(
     ttl: float = 3600.0,
     tokens: str | None = None,
     state_key: str | None = None,
+    lease: float = 4.0,
+    wait: float = 10.0,
 ) -> tuple[MCPServer, Container]:
     """A fresh cart server and its container.
 
     Args:
         store: the state store's URL.
         ttl: seconds a cart lives after its last use.
+        lease: seconds a cart stays locked after the server editing it died (a live
+            edit renews its lease; see `State`).
+        wait: seconds a call waits for another call's edit of the same cart.
         tokens: a JSON file mapping bearer tokens to principals (default: anonymous).
         state_key: hex key for the SDK's request state, shared by every process serving
             this server, so any of them can continue a 2026-07-28 round (default: a key
             of this process only).
     """
-    carts = State("cart", Cart, store=store, idle_ttl=ttl)
+    carts = State("cart", Cart, store=store, idle_ttl=ttl, lease=lease, wait=wait)
     # The store opens with the server: an unreachable one fails at start-up, clearly.
     container = Container(warm=[carts.store])
 
@@ -164,19 +169,24 @@ def create_app(
     tokens: str | None = None,
     state_key: str | None = None,
     stateless: bool = False,
+    lease: float = 4.0,
+    wait: float = 10.0,
 ) -> Any:
     """The cart server as a streamable-HTTP ASGI app; *stateless* for worker processes
     sharing one port, where a client's next request may reach another worker (see
     `app_from_environment`)."""
-    server, _ = create_server(store, ttl=ttl, tokens=tokens, state_key=state_key)
+    server, _ = create_server(
+        store, ttl=ttl, tokens=tokens, state_key=state_key, lease=lease, wait=wait
+    )
     if stateless:
         return server.streamable_http_app(stateless_http=True)
     return server.streamable_http_app(session_idle_timeout=SESSION_IDLE_TIMEOUT)
 
 
 def app_from_environment() -> Any:
-    """`create_app` configured by ``CART_STORE``, ``CART_TTL``, ``CART_TOKENS`` and
-    ``CART_STATE_KEY``: the factory each uvicorn worker calls.
+    """`create_app` configured by ``CART_STORE``, ``CART_TTL``, ``CART_TOKENS``,
+    ``CART_STATE_KEY``, ``CART_LEASE`` and ``CART_WAIT``: the factory each uvicorn worker
+    calls.
 
     Stateless: the workers share one port, so a client's requests land on any of them,
     and none keeps an MCP session another would need. Every tool works for every client;
@@ -189,4 +199,6 @@ def app_from_environment() -> Any:
         tokens=os.environ.get("CART_TOKENS") or None,
         state_key=os.environ.get("CART_STATE_KEY") or None,
         stateless=True,
+        lease=float(os.environ.get("CART_LEASE", "4")),
+        wait=float(os.environ.get("CART_WAIT", "10")),
     )

@@ -44,6 +44,7 @@ from ._integration import (
     redact,
     settles,
 )
+from ._leases import Lease, Leases, keep_leases
 
 __all__ = ("ANONYMOUS", "Handle", "Held", "State", "add_principal_source", "memory_store")
 
@@ -69,6 +70,7 @@ _HANDLE = re.compile(r"[A-Za-z0-9_-]{32}")
 _PRINCIPAL = "resolvent_principal"
 _STORE = "resolvent_store"
 _LEDGER = "resolvent_call"
+_LEASES = "resolvent_leases"
 
 # -- principals ---------------------------------------------------------------------------
 
@@ -274,8 +276,10 @@ class State(Generic[M]):
             version into data the model validates; without it, such a value is an error.
             It is never called for a newer version: such a value is a `StateError`, and
             nothing is written back.
-        lease: seconds an edit may hold a handle; past it another call may take the
-            handle over, and the late edit fails without writing.
+        lease: seconds an edit's lease on its handle outlives its last renewal. A
+            live edit renews it every quarter of that time and keeps the handle as long
+            as it runs; a dead one (a killed process, a lost connection) frees it at
+            most *lease* seconds later. Keep it below *wait*.
         wait: seconds an edit or read waits for another call's lease before failing
             with `StateConflict`.
         initial: makes the value `new` starts from (default: ``model()``).
@@ -294,7 +298,7 @@ class State(Generic[M]):
         max_size: int = 1_000_000,
         version: int = 1,
         migrate: Callable[[int, Any], Any] | None = None,
-        lease: float = 60.0,
+        lease: float = 4.0,
         wait: float = 10.0,
         initial: Callable[[], M] | None = None,
     ) -> None:
@@ -306,7 +310,11 @@ class State(Generic[M]):
                 f"State {name!r}: the handle's call argument {argument!r} is not a valid "
                 "parameter name.\n  fix: pass argument='...' with a Python identifier"
             )
-        for label, seconds in (("idle_ttl", idle_ttl), ("max_lifetime", max_lifetime)):
+        for label, seconds in (
+            ("idle_ttl", idle_ttl),
+            ("max_lifetime", max_lifetime),
+            ("lease", lease),
+        ):
             if seconds <= 0:
                 raise ValueError(f"State {name!r}: {label} must be positive, not {seconds}")
         self.name = name
@@ -338,7 +346,15 @@ class State(Generic[M]):
 
     # -- the resolvers -----------------------------------------------------------------
 
-    def _signature(self, fn: Callable[..., Any], verb: str, returns: Any, *, handle: bool) -> None:
+    def _signature(
+        self,
+        fn: Callable[..., Any],
+        verb: str,
+        returns: Any,
+        *,
+        handle: bool,
+        leases: Callable[..., Any] | None = None,
+    ) -> None:
         params: list[tuple[str, Any]] = []
         if handle:
             params.append((self.argument, str))
@@ -347,6 +363,8 @@ class State(Generic[M]):
             (_STORE, Annotated[StateStore, Resolve(self.store)]),
             (_LEDGER, Annotated[Ledger, Resolve(call_ledger)]),
         ]
+        if leases is not None:
+            params.append((_LEASES, Annotated[Leases, Resolve(leases)]))
         kw = inspect.Parameter.KEYWORD_ONLY
         fn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
             [inspect.Parameter(n, kw, annotation=a) for n, a in params],
@@ -396,6 +414,23 @@ class State(Generic[M]):
         self._signature(read, "read", self.model, handle=True)
         return read
 
+    def _make_keeper(self) -> Callable[..., AsyncIterator[Leases]]:
+        async def lease_keeper(**kw: Any) -> AsyncIterator[Leases]:
+            async with keep_leases(kw[_STORE]) as leases:
+                yield leases
+
+        params = {_STORE: Annotated[StateStore, Resolve(self.store)]}
+        kw = inspect.Parameter.KEYWORD_ONLY
+        lease_keeper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter(n, kw, annotation=a) for n, a in params.items()],
+            return_annotation=AsyncIterator[Leases],
+        )
+        lease_keeper.__annotations__ = {**params, "return": AsyncIterator[Leases]}
+        lease_keeper.__qualname__ = f"State[{self.name!r}].lease_keeper"
+        lease_keeper.__module__ = "resolvent"
+        setattr(lease_keeper, IMPLICIT_SCOPE, Scope.APP)
+        return lease_keeper
+
     def _make_edit(self) -> Callable[..., AsyncIterator[Held[M]]]:
         state, argument = self, self.argument
 
@@ -403,19 +438,31 @@ class State(Generic[M]):
             key = state._key(kw[argument], kw[_PRINCIPAL])
             store: StateStore = kw[_STORE]
             ledger: Ledger = kw[_LEDGER]
+            leases: Leases = kw[_LEASES]
             token = ledger.token
-            held, loaded = await state._take(ledger, store, key)
+            since = anyio.current_time()
+            held, loaded = await state._take(ledger, store, key, leases)
             if loaded is None:  # another parameter of this call edits it, and writes it
                 yield held
                 return
+            lease = leases.hold(key, token, state.lease, since)
             try:
-                yield held
-            except BaseException:
-                await state._release(store, key, token)
-                raise
-            await state._commit(store, key, ledger, held, loaded)
+                try:
+                    yield held
+                except BaseException:
+                    await state._release(store, key, token)
+                    raise
+                await state._commit(store, key, ledger, held, loaded, lease)
+            finally:
+                leases.drop(lease)
 
-        self._signature(edit, "edit", AsyncIterator[Held[self.model]], handle=True)  # type: ignore[name-defined]
+        self._signature(
+            edit,
+            "edit",
+            AsyncIterator[Held[self.model]],  # type: ignore[name-defined]
+            handle=True,
+            leases=self._make_keeper(),
+        )
         return settles(edit)
 
     # -- the work ------------------------------------------------------------------------
@@ -453,7 +500,7 @@ class State(Generic[M]):
         return entry.value  # type: ignore[no-any-return]
 
     async def _take(
-        self, ledger: Ledger, store: StateStore, key: StateKey
+        self, ledger: Ledger, store: StateStore, key: StateKey, leases: Leases
     ) -> tuple[Held[M], bytes | None]:
         """*key* for an edit, under this call's lease: ``(held, data as loaded)``, or
         ``(held, None)`` when another parameter of this call edits it already (it
@@ -471,8 +518,12 @@ class State(Generic[M]):
         token = ledger.token
         try:
             loaded = await self._load(store, key, token, self.lease)
-        except BaseException:
+        except BaseException as exc:
             ledger.drop(store, key, entry)
+            if not isinstance(exc, StateNotFound | StateConflict):
+                # Cancelled, or the store failed, after the lease may have been granted:
+                # released in the background, so a call_timeout holds even then.
+                leases.later(functools.partial(self._release, store, key, token))
             raise
         try:
             if seen is None:
@@ -544,20 +595,35 @@ class State(Generic[M]):
                 delay = min(delay * 2, 0.05)
 
     async def _release(self, store: StateStore, key: StateKey, token: str) -> None:
-        """End the lease without writing: the handler failed or was cancelled."""
-        with anyio.CancelScope(shield=True):
+        """End the lease without writing: the handler failed or was cancelled. Bounded by
+        the lease time: past it, the unrenewed lease has lapsed by itself."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.lease):
             try:
                 await store.save(key, self.idle_ttl, token, None, False)
             except Exception:  # the lease runs out by itself; the handler's error matters
                 logger.error("resolvent: could not release %s %r", self.name, key.handle)
 
     async def _commit(
-        self, store: StateStore, key: StateKey, ledger: Ledger, held: Held[M], loaded: bytes
+        self,
+        store: StateStore,
+        key: StateKey,
+        ledger: Ledger,
+        held: Held[M],
+        loaded: bytes,
+        lease: Lease,
     ) -> None:
         token = ledger.token
         if ledger.refused:  # another write of this call was refused: write nothing more
             await self._release(store, key, token)
             return
+        if not lease.held():
+            await self._release(store, key, token)
+            raise self._refused(
+                key,
+                ledger,
+                "this call lost its lease (the store refused its renewal, or did not "
+                f"confirm one within {self.lease:g} s), so another call may have changed it",
+            )
         try:
             if held.deleted:
                 data, delete = None, True
@@ -574,17 +640,24 @@ class State(Generic[M]):
             if data is not None or delete:
                 ledger.written.append(f"{self.name} {key.handle!r}")
             return
+        raise self._refused(
+            key,
+            ledger,
+            f"this call's lease lapsed (unrenewed for {self.lease:g} s) and another call "
+            "changed or removed it meanwhile",
+        )
+
+    def _refused(self, key: StateKey, ledger: Ledger, why: str) -> StateConflict:
+        """The error of a write refused for a lost lease; no other write of the call is made."""
         ledger.refused = True
         if ledger.written:
             written = "nothing of this change was written, but this call's changes to "
             written += ", ".join(ledger.written) + " were"
         else:
             written = "nothing of this call was written"
-        raise StateConflict(
-            f"{self.name} {key.handle!r} was not saved: this call held it for longer "
-            f"than its lease ({self.lease:g} s) and another call changed or removed it "
-            f"meanwhile; {written}.\n"
-            f"  fix: try again; for handlers that take longer, raise "
+        return StateConflict(
+            f"{self.name} {key.handle!r} was not saved: {why}; {written}.\n"
+            f"  fix: try again; if the store is slow to answer, raise "
             f"State({self.name!r}, ..., lease=...)"
         )
 

@@ -60,14 +60,30 @@ if tonumber(v[3]) <= now then
   return false
 end
 if v[4] ~= '' and v[4] ~= ARGV[3] and tonumber(v[5]) > now then return 0 end
-local expires = math.min(now + tonumber(ARGV[2]), tonumber(v[2]))
+local until_ms = tonumber(v[5])
+if tonumber(ARGV[4]) > 0 then until_ms = now + tonumber(ARGV[4]) end
+-- not idle while leased: an edit outlasting idle_ttl keeps its value
+local expires = math.min(math.max(now + tonumber(ARGV[2]), until_ms), tonumber(v[2]))
 if tonumber(ARGV[4]) > 0 then
-  redis.call('HSET', KEYS[1], 'e', ms(expires), 'l', ARGV[3], 'u', ms(now + tonumber(ARGV[4])))
+  redis.call('HSET', KEYS[1], 'e', ms(expires), 'l', ARGV[3], 'u', ms(until_ms))
 else
   redis.call('HSET', KEYS[1], 'e', ms(expires))
 end
 redis.call('PEXPIRE', KEYS[1], math.max(1, expires - now))
 return v[1]
+"""
+)
+
+_RENEW = (
+    _PRELUDE
+    + """
+local v = redis.call('HMGET', KEYS[1], 'x', 'e', 'l')
+if not v[1] or tonumber(v[2]) <= now or v[3] ~= ARGV[2] then return 0 end
+local until_ms = now + tonumber(ARGV[3])
+local expires = math.min(math.max(tonumber(v[2]), until_ms), tonumber(v[1]))
+redis.call('HSET', KEYS[1], 'e', ms(expires), 'u', ms(until_ms))
+redis.call('PEXPIRE', KEYS[1], math.max(1, expires - now))
+return 1
 """
 )
 
@@ -120,6 +136,7 @@ class RedisStore:
         self._create: Any = client.register_script(_CREATE)
         self._load: Any = client.register_script(_LOAD)
         self._save: Any = client.register_script(_SAVE)
+        self._renew: Any = client.register_script(_RENEW)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -161,7 +178,7 @@ class RedisStore:
                     )
                     raise unreachable from exc
                 store = cls(client, prefix=prefix, clock=clock)
-                for script in (store._create, store._load, store._save):
+                for script in (store._create, store._load, store._save, store._renew):
                     await client.script_load(script.script)  # no NOSCRIPT round trip
                 yield store
         except BaseExceptionGroup as group:
@@ -194,6 +211,13 @@ class RedisStore:
         if found == 0:
             raise StateConflict(f"{key.kind} {key.handle!r} is leased by another call")
         return found  # type: ignore[no-any-return]
+
+    async def renew(self, key: StateKey, token: str, lease: float) -> bool:
+        """Extend the lease while *token* holds it (see `StateStore.renew`)."""
+        done: Any = await self._renew(
+            keys=[self.key(key)], args=[self._now(), token, int(lease * 1000)]
+        )
+        return bool(done == 1)
 
     async def save(
         self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool

@@ -4,7 +4,9 @@ in `opener`). It imports none of the stores, so each store may import it.
 A store keeps opaque values (bytes) under a `StateKey` with two clocks: a sliding idle
 time-to-live that every load and save refreshes, and an absolute deadline fixed at
 creation. An edit holds a *lease* on the key: one token at a time may change it, and the
-save that ends the edit succeeds only while the lease is still its own. Everything else
+save that ends the edit succeeds only while the lease is still its own. Leases are short,
+and their holder renews them while it lives, so a dead holder's lease lapses by itself
+within seconds; while a lease stands, the value does not expire as idle. Everything else
 (handles, principals, models, schema versions, size limits) is `resolvent.State`'s job.
 """
 
@@ -53,7 +55,17 @@ class StateStore(Protocol):
         Refreshes its idle time. With *lease* > 0, also take the lease for *token* for
         *lease* seconds. A lease held by another token that has not run out makes it
         raise `resolvent.StateConflict` instead (whether or not this call leases); a
-        lease held by *token* itself is no obstacle.
+        lease held by *token* itself is no obstacle. The value lives at least as long as
+        the lease (its absolute deadline permitting), however short its idle time.
+        """
+        ...
+
+    async def renew(self, key: StateKey, token: str, lease: float) -> bool:
+        """Extend *token*'s lease on *key* to *lease* seconds from now (and the value's
+        life with it, its absolute deadline permitting): a compare-and-set on the token.
+
+        Returns False, changing nothing, when the lease is no longer *token*'s or the
+        value is gone; the holder then commits nothing.
         """
         ...
 

@@ -74,10 +74,21 @@ class MemoryStore:
             return None
         if entry.lease and entry.lease != token and entry.lease_until > now:
             raise StateConflict(f"{key.kind} {key.handle!r} is leased by another call")
-        entry.expires = min(now + idle, entry.deadline)
         if lease > 0:
             entry.lease, entry.lease_until = token, now + lease
+        # Not idle while leased: an edit outlasting idle_ttl keeps its value.
+        entry.expires = min(max(now + idle, entry.lease_until), entry.deadline)
         return entry.data
+
+    async def renew(self, key: StateKey, token: str, lease: float) -> bool:
+        """Extend the lease while *token* holds it (see `StateStore.renew`)."""
+        now = self._now()
+        entry = self._live(key, now)
+        if entry is None or entry.lease != token:
+            return False
+        entry.lease_until = now + lease
+        entry.expires = min(max(entry.expires, entry.lease_until), entry.deadline)
+        return True
 
     async def save(
         self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+import random
 import sqlite3
 import threading
 import time
@@ -35,6 +36,7 @@ CREATE TABLE IF NOT EXISTS resolvent_state (
 )
 _WHERE = "kind = ? AND owner = ? AND handle = ?"
 _BUSY: Any = object()
+_ATTEMPT = 0.05  # seconds one statement waits inside SQLite for another writer
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
@@ -122,7 +124,7 @@ class SqliteStore:
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
             self.path,
-            timeout=self._busy_timeout,
+            timeout=min(self._busy_timeout, _ATTEMPT),  # longer waits: see _run
             isolation_level=None,  # transactions are explicit: BEGIN IMMEDIATE
             check_same_thread=False,  # pooled: used by one worker thread at a time
         )
@@ -179,8 +181,25 @@ class SqliteStore:
             self._pool.put(conn)
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        # Not abandoned on cancellation: a transaction that started finishes.
-        return await anyio.to_thread.run_sync(self._with, fn, *args)
+        # A thread is not abandoned on cancellation (a transaction that started finishes),
+        # so one attempt waits at most _ATTEMPT for another connection's write lock inside
+        # SQLite; the wait between attempts is this task's own and ends when the call is
+        # cancelled (its call_timeout), up to busy_timeout in all.
+        give_up: float | None = None
+        pause = 0.001
+        while True:
+            try:
+                return await anyio.to_thread.run_sync(self._with, fn, *args)
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                now = anyio.current_time()
+                if give_up is None:
+                    give_up = now + self._busy_timeout - _ATTEMPT
+                elif now >= give_up:
+                    raise
+            await anyio.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 2, 0.02)
 
     # -- the protocol --------------------------------------------------------------------
 
@@ -227,16 +246,18 @@ class SqliteStore:
                 elif held and held != token and until > now:
                     found = _BUSY
                 else:
+                    # Not idle while leased: an edit outlasting idle_ttl keeps its value.
                     if lease > 0:
+                        until = now + lease
                         conn.execute(
                             "UPDATE resolvent_state SET expires = ?, lease = ?, lease_until = ? "
                             f"WHERE {_WHERE}",
-                            (min(now + idle, deadline), token, now + lease, *key),
+                            (min(max(now + idle, until), deadline), token, until, *key),
                         )
                     else:
                         conn.execute(
                             f"UPDATE resolvent_state SET expires = ? WHERE {_WHERE}",
-                            (min(now + idle, deadline), *key),
+                            (min(max(now + idle, until), deadline), *key),
                         )
                     found = data
             conn.execute("COMMIT")
@@ -244,6 +265,19 @@ class SqliteStore:
             conn.execute("ROLLBACK")
             raise
         return found
+
+    async def renew(self, key: StateKey, token: str, lease: float) -> bool:
+        """Extend the lease while *token* holds it (see `StateStore.renew`)."""
+        return await self._run(self._renew, key, token, lease)
+
+    def _renew(self, conn: sqlite3.Connection, key: StateKey, token: str, lease: float) -> bool:
+        now = self._clock()
+        cursor = conn.execute(
+            "UPDATE resolvent_state SET lease_until = ?, expires = min(max(expires, ?), deadline) "
+            f"WHERE {_WHERE} AND lease = ? AND expires > ?",
+            (now + lease, now + lease, *key, token, now),
+        )
+        return cursor.rowcount == 1
 
     async def save(
         self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool
