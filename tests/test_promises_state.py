@@ -134,8 +134,8 @@ async def test_an_edit_refreshes_the_idle_time_when_it_ends(
             assert await carts.run(carts.show, cart=handle) == Cart(items={"apple": 1})
 
 
-# "An edit that outlives it may be taken over by another call; its own save then fails with
-# StateConflict ... and nothing of it is written." A delete is such a save.
+# "An edit whose renewal the store refused (another call holds the handle) ... its save fails
+# with StateConflict ... and nothing of it is written." A delete is such a save.
 async def test_a_delete_past_its_lease_fails_and_deletes_nothing(
     store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
