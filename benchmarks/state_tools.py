@@ -1,9 +1,10 @@
 """The state scenarios: one in-process ``server.call_tool`` of a tool that edits state.
 
-Per store (memory, SQLite, Valkey), two tools on one MCPServer do the same edit of one
-counter: ``resolvent`` injects ``State.edit`` with ``resolvent.mcp.inject``; the
-hand-written tool makes the same atomic update on the same store with the same client by
-hand (the principal's digest, the lease, decoding, the compare-and-set save), no DI.
+Per store (memory, SQLite, Valkey), tools on one MCPServer do the same edit of one
+counter: ``resolvent`` injects ``State.edit`` with ``resolvent.mcp.inject`` (and, with an
+idempotency key, through ``State.idempotent``, a new key per call); the hand-written tool
+makes the same atomic update on the same store with the same client by hand (the
+principal's digest, the lease, decoding, the compare-and-set save), no DI.
 """
 
 import contextlib
@@ -24,6 +25,9 @@ def scenarios() -> list[Scenario]:
         factories = {
             "hand-written": lambda stack, store=store: _build(stack, store, hand=True),
             "resolvent": lambda stack, store=store: _build(stack, store, hand=False),
+            "resolvent, idempotency key": lambda stack, store=store: _build(
+                stack, store, hand=False, keyed=True
+            ),
         }
         out.append(
             Scenario(
@@ -58,7 +62,9 @@ async def _store(stack: contextlib.AsyncExitStack, kind: str) -> Any:
     return await stack.enter_async_context(open_store(url))
 
 
-async def _build(stack: contextlib.AsyncExitStack, kind: str, *, hand: bool) -> Instance | str:
+async def _build(
+    stack: contextlib.AsyncExitStack, kind: str, *, hand: bool, keyed: bool = False
+) -> Instance | str:
     try:
         from mcp.server.mcpserver import MCPServer
         from pydantic import BaseModel
@@ -118,13 +124,18 @@ async def _build(stack: contextlib.AsyncExitStack, kind: str, *, hand: bool) -> 
             counts[0] += 1
             return True
 
-        tool = inject(container)(tool)
+        tool = inject(container)(counters.idempotent(tool) if keyed else tool)
     server.tool(name="bump")(tool)
     call_tool = server.call_tool
     args = {"counter": handle}
 
+    keys = iter(range(1 << 62))
+
     async def once() -> Any:
-        res = await call_tool("bump", args)
+        # With a key: a new one per call (a first request, its result kept with the edit).
+        res = await call_tool(
+            "bump", {**args, "idempotency_key": str(next(keys))} if keyed else args
+        )
         structured = getattr(res, "structured_content", None)
         if isinstance(structured, dict) and "result" in structured:
             return structured["result"]

@@ -53,15 +53,20 @@ async def test_cart_tools_in_memory(mode: str) -> None:
     async with client(server, mode, elicitation_callback=decline) as c:
         tools = {tool.name: tool for tool in (await c.list_tools()).tools}
         schema = tools["add_item"].input_schema
-        assert set(schema["properties"]) == {"cart", "item", "qty"}  # the cart value is hidden
+        # The cart value is hidden; the idempotency key is an optional, described argument.
+        assert set(schema["properties"]) == {"cart", "item", "qty", "idempotency_key"}
+        assert "retry" in schema["properties"]["idempotency_key"]["description"]
+        assert "idempotency_key" not in schema["required"]
         assert schema["properties"]["cart"]["type"] == "string"
         assert "open_cart" in schema["properties"]["cart"]["description"]
         assert tools["open_cart"].input_schema.get("properties", {}) == {}
 
         handle = structured(await c.call_tool("open_cart", {}))["cart"]
         await c.call_tool("add_item", {"cart": handle, "item": "apple", "qty": 2})
-        added = structured(await c.call_tool("add_item", {"cart": handle, "item": "pear"}))
+        once = {"cart": handle, "item": "pear", "idempotency_key": "pear-1"}
+        added = structured(await c.call_tool("add_item", once))
         assert added == {"items": {"apple": 2, "pear": 1}}
+        assert structured(await c.call_tool("add_item", once)) == added  # a retry: no change
         assert structured(await c.call_tool("show_cart", {"cart": handle})) == added
 
         # Declined: nothing ordered, the cart kept.

@@ -551,6 +551,32 @@ async def test_a_live_edit_renews_its_lease_and_keeps_the_handle(
             assert await kit.run(kit.show, cart=handle) == Cart(items={"slow": 1})
 
 
+async def test_an_edit_that_waited_longer_than_a_lease_for_the_handle_keeps_it(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with opened(store_kind, tmp_path, request, None) as real:
+        store = Faulty(real)
+        kit = Kit(store, lease=0.1, wait=10)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            inside, release = anyio.Event(), anyio.Event()
+
+            async def hold() -> None:
+                inside.set()
+                await release.wait()
+
+            kit.gate = hold
+            async with anyio.create_task_group() as group:
+                group.start_soon(lambda: kit.run(kit.add, cart=handle, item="first"))
+                await inside.wait()
+                kit.gate = None
+                group.start_soon(lambda: kit.run(kit.add, cart=handle, item="second"))
+                for _ in range(6):  # the second call waits past its own lease time
+                    await store.next_renewal()
+                release.set()
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"first": 1, "second": 1})
+
+
 async def test_an_edit_that_cannot_renew_its_lease_commits_nothing(
     store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -673,3 +699,130 @@ async def test_call_timeout_holds_while_sqlite_waits_for_another_writer(tmp_path
             assert await kit.run(kit.add, cart=handle, item="pear") == {"pear": 1}
     finally:
         await store.aclose()
+
+
+# -- retries that do not double ------------------------------------------------------------
+
+
+def once(kit: Kit) -> Callable[..., Any]:
+    """The kit's `add`, taking an idempotency key."""
+
+    async def add_once(
+        cart: Handle, item: str, edit: Annotated[Held[Cart], Resolve(kit.carts.edit)]
+    ) -> dict[str, int]:
+        edit.value.items[item] = edit.value.items.get(item, 0) + 1
+        if kit.gate is not None:
+            await kit.gate()
+        return dict(edit.value.items)
+
+    return kit.carts.idempotent(add_once)
+
+
+async def test_a_repeated_idempotency_key_returns_the_first_result_and_edits_once(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        kit = Kit(store, idempotency_ttl=100)
+        add_once = once(kit)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            other = await kit.run(kit.open_cart)
+            first = await kit.run(add_once, cart=handle, item="apple", idempotency_key="k1")
+            assert first == {"apple": 1}
+            await kit.run(add_once, cart=handle, item="pear", idempotency_key="k2")
+            # The retry of k1 answers what k1 answered then, and changes nothing.
+            again = await kit.run(add_once, cart=handle, item="apple", idempotency_key="k1")
+            assert again == first
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"apple": 1, "pear": 1})
+            # The key belongs to one handle: on another it is a new request.
+            assert await kit.run(add_once, cart=other, item="fig", idempotency_key="k1") == {
+                "fig": 1
+            }
+            # Without a key, every call edits.
+            await kit.run(add_once, cart=handle, item="apple")
+            clock.advance(99)
+            assert await kit.run(add_once, cart=handle, item="x", idempotency_key="k1") == first
+            clock.advance(2)  # idempotency_ttl has passed: the key is new again
+            assert await kit.run(add_once, cart=handle, item="apple", idempotency_key="k1") == {
+                "apple": 3,
+                "pear": 1,
+            }
+
+
+async def test_an_idempotency_key_is_kept_only_with_a_committed_edit(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        kit = Kit(store, lease=30, wait=30)
+        add_once = once(kit)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+
+            async def fail() -> None:
+                raise RuntimeError("handler failed")
+
+            kit.gate = fail
+            with pytest.raises(RuntimeError):
+                await kit.run(add_once, cart=handle, item="apple", idempotency_key="k")
+            # A save refused for a lapsed lease keeps no key either: one atomic step.
+            inside, release = anyio.Event(), anyio.Event()
+
+            async def slow() -> None:
+                inside.set()
+                await release.wait()
+
+            kit.gate = slow
+            async with anyio.create_task_group() as group:
+
+                async def late() -> None:
+                    with pytest.raises(StateConflict):
+                        await kit.run(add_once, cart=handle, item="apple", idempotency_key="k")
+
+                group.start_soon(late)
+                await inside.wait()
+                kit.gate = None
+                clock.advance(31)
+                await kit.run(kit.add, cart=handle, item="pear")
+                release.set()
+            # The retry of k applies once, as the first try that counted.
+            assert await kit.run(add_once, cart=handle, item="apple", idempotency_key="k") == {
+                "apple": 1,
+                "pear": 1,
+            }
+            assert await kit.run(add_once, cart=handle, item="apple", idempotency_key="k") == {
+                "apple": 1,
+                "pear": 1,
+            }
+
+
+async def test_concurrent_retries_with_one_idempotency_key_edit_once(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with opened(store_kind, tmp_path, request, None) as store:
+        kit = Kit(store, wait=30)
+        add_once = once(kit)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            results: list[Any] = []
+
+            async def retry() -> None:
+                results.append(
+                    await kit.run(add_once, cart=handle, item="apple", idempotency_key="same")
+                )
+
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as group:
+                    for _ in range(6):
+                        group.start_soon(retry)
+            assert results == [{"apple": 1}] * 6
+            assert await kit.run(kit.show, cart=handle) == Cart(items={"apple": 1})
+
+
+def test_idempotent_needs_an_edit_of_its_state() -> None:
+    carts = State("cart", Cart)
+
+    async def show(cart: Handle, value: Annotated[Cart, Resolve(carts.read)]) -> Cart:
+        return value
+
+    with pytest.raises(ValueError, match=r"(?s)edits no cart.*Resolve\(state.edit\)"):
+        carts.idempotent(show)

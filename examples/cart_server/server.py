@@ -1,8 +1,8 @@
 """The cart server: one kind of state (a cart) kept in a store every worker shares.
 
 - ``open_cart()`` mints a handle bound to the caller's principal;
-- ``add_item(cart, item, qty)`` edits the cart atomically (concurrent calls from any
-  worker lose nothing);
+- ``add_item(cart, item, qty, idempotency_key)`` edits the cart atomically (concurrent
+  calls from any worker lose nothing; a retry with the same key adds nothing twice);
 - ``show_cart(cart)`` reads it;
 - ``checkout(cart)`` asks the user to confirm what is bought, then deletes the cart.
 
@@ -103,6 +103,7 @@ def create_server(
         """Open an empty cart; pass the returned handle to the other tools."""
         return Opened(cart=cart.handle)
 
+    @carts.idempotent  # a client that retries with the same idempotency_key adds once
     async def add_item(
         cart: CartHandle,
         item: str,

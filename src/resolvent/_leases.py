@@ -34,8 +34,8 @@ class Lease:
 
     Attributes:
         valid_until: the holder's clock (`anyio.current_time`) when the lease it last
-            confirmed runs out: the time its last successful renewal (or the load that
-            took it) was sent, plus the lease time.
+            confirmed runs out: the time its last successful renewal was sent (or the
+            load that took it answered), plus the lease time.
         lost: a renewal was refused: another call holds the key, or the value is gone.
     """
 
@@ -66,7 +66,7 @@ class Leases:
         """The keeper's task group, while it runs."""
 
     def hold(self, key: StateKey, token: str, seconds: float, since: float) -> Lease:
-        """Start renewing a lease taken at *since* (`anyio.current_time`) for *seconds*."""
+        """Start renewing a lease granted by *since* (`anyio.current_time`) for *seconds*."""
         lease = Lease(key, token, seconds, since)
         self._held[id(lease)] = lease
         if seconds / (2 * RENEWALS) < self._tick:

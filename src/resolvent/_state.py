@@ -18,7 +18,7 @@ import inspect
 import random
 import re
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, Generic, TypeVar
 
 import anyio
@@ -49,6 +49,7 @@ from ._leases import Lease, Leases, keep_leases
 __all__ = ("ANONYMOUS", "Handle", "Held", "State", "add_principal_source", "memory_store")
 
 M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
 
 ANONYMOUS = "anonymous"
 """The principal of a caller nobody authenticated."""
@@ -107,7 +108,18 @@ class _Loaded:
     """One handle as a call loaded it: *held* if the call edits it (under its lease),
     else the *value* it read; *data* as stored. *ready* once loaded, *failed* if not."""
 
-    __slots__ = ("data", "failed", "held", "model", "ready", "value", "waiters")
+    __slots__ = (
+        "data",
+        "failed",
+        "held",
+        "model",
+        "ready",
+        "receipt",
+        "replayed",
+        "value",
+        "waiters",
+        "where",
+    )
 
     def __init__(self, model: type[BaseModel]) -> None:
         self.model = model
@@ -116,6 +128,11 @@ class _Loaded:
         self.value: Any = None
         self.ready = self.failed = False
         self.waiters: anyio.Event | None = None
+        # For `State.idempotent`: where an edited value lives, the result to keep with its
+        # save, and whether the call repeats one already committed (then it writes nothing).
+        self.where: tuple[StateStore, StateKey] | None = None
+        self.receipt: tuple[str, bytes] | None = None
+        self.replayed = False
 
     def done(self, *, failed: bool = False) -> None:
         self.ready, self.failed = True, failed
@@ -283,6 +300,8 @@ class State(Generic[M]):
         wait: seconds an edit or read waits for another call's lease before failing
             with `StateConflict`.
         initial: makes the value `new` starts from (default: ``model()``).
+        idempotency_ttl: seconds the result of a call made with an idempotency key is
+            kept for its repeats (see `idempotent`); a day by default.
     """
 
     def __init__(
@@ -301,6 +320,7 @@ class State(Generic[M]):
         lease: float = 4.0,
         wait: float = 10.0,
         initial: Callable[[], M] | None = None,
+        idempotency_ttl: float = 86400.0,
     ) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise ValueError(f"State name {name!r}: use letters, digits, '_', '.' or '-'")
@@ -314,6 +334,7 @@ class State(Generic[M]):
             ("idle_ttl", idle_ttl),
             ("max_lifetime", max_lifetime),
             ("lease", lease),
+            ("idempotency_ttl", idempotency_ttl),
         ):
             if seconds <= 0:
                 raise ValueError(f"State {name!r}: {label} must be positive, not {seconds}")
@@ -327,6 +348,7 @@ class State(Generic[M]):
         self.migrate = migrate
         self.lease = float(lease)
         self.wait = float(wait)
+        self.idempotency_ttl = float(idempotency_ttl)
         self.initial: Callable[[], M] = model if initial is None else initial
         self._header = b"%d\n" % version
         if store is None:
@@ -343,6 +365,32 @@ class State(Generic[M]):
 
     def __repr__(self) -> str:
         return f"State({self.name!r}, {self.model.__qualname__})"
+
+    def idempotent(self, fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+        """Give a handler that edits this state an optional ``idempotency_key`` argument,
+        so a client that retries a call (its connection broke before the answer came)
+        does not apply it twice.
+
+        ```python
+        @server.tool()
+        @inject(container)
+        @carts.idempotent
+        async def add_item(
+            cart: Handle, item: str, edit: Annotated[Held[Cart], Resolve(carts.edit)]
+        ) -> Items: ...
+        ```
+
+        A call with a key that an earlier call of the same handler already committed,
+        for the same principal and handle, returns that call's result (as the handler's
+        return annotation validates it) and edits nothing. The result is kept in the
+        store, written in the same atomic step as the edit, for *idempotency_ttl*
+        seconds. A call without a key, or one that failed, keeps nothing.
+
+        Raises:
+            ValueError: *fn* has no parameter ``Annotated[Held[...], Resolve(state.edit)]``,
+                or already has one named ``idempotency_key``.
+        """
+        return _idempotent(self, fn)
 
     # -- the resolvers -----------------------------------------------------------------
 
@@ -440,12 +488,13 @@ class State(Generic[M]):
             ledger: Ledger = kw[_LEDGER]
             leases: Leases = kw[_LEASES]
             token = ledger.token
-            since = anyio.current_time()
             held, loaded = await state._take(ledger, store, key, leases)
             if loaded is None:  # another parameter of this call edits it, and writes it
                 yield held
                 return
-            lease = leases.hold(key, token, state.lease, since)
+            # Counted from the answer, not the request: the load may have waited long for
+            # another call's lease (the compare-and-set of the save covers the latency).
+            lease = leases.hold(key, token, state.lease, anyio.current_time())
             try:
                 try:
                     yield held
@@ -541,6 +590,7 @@ class State(Generic[M]):
             await self._release(store, key, token)
             raise
         entry.data, entry.held = loaded, Held(key.handle, value)
+        entry.where = (store, key)
         entry.done()
         return entry.held, loaded
 
@@ -625,13 +675,21 @@ class State(Generic[M]):
                 f"confirm one within {self.lease:g} s), so another call may have changed it",
             )
         try:
-            if held.deleted:
+            entry = ledger.entry(store, key)
+            receipt = None if entry is None else entry.receipt
+            if entry is not None and entry.replayed:  # the first call wrote it all
+                data, delete = None, False
+            elif held.deleted:
                 data, delete = None, True
             else:
                 data, delete = self._encode(key.handle, held.value), False
                 if data == loaded:
                     data = None  # unchanged: only end the lease
-            saved = await store.save(key, self.idle_ttl, token, data, delete)
+            if receipt is not None:
+                remember = (*receipt, self.idempotency_ttl)
+                saved = await store.save(key, self.idle_ttl, token, data, delete, remember)
+            else:
+                saved = await store.save(key, self.idle_ttl, token, data, delete)
         except BaseException:
             ledger.refused = True
             await self._release(store, key, token)
@@ -713,6 +771,104 @@ class State(Generic[M]):
             f"and this server reads version {self.version}.\n"
             f"  fix: pass State({self.name!r}, ..., migrate=...) to convert older versions"
         )
+
+
+# -- retries that do not double ------------------------------------------------------------
+
+IDEMPOTENCY_KEY = "idempotency_key"
+_KEY_ARGUMENT = Annotated[
+    str | None,
+    Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description=(
+            "Optional. A new random string for each distinct request; send the same one "
+            "again when you retry a request whose answer you did not get, and it is not "
+            "applied twice."
+        ),
+    ),
+]
+
+
+def _idempotent(state: State[Any], fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+    import typing
+
+    from pydantic import TypeAdapter
+
+    where = f"State({state.name!r}).idempotent({getattr(fn, '__qualname__', fn)!r})"
+    hints = typing.get_type_hints(fn, include_extras=True)
+    edits = [
+        name
+        for name, hint in hints.items()
+        if typing.get_origin(hint) is Annotated
+        and any(isinstance(m, Resolve) and m.fn is state.edit for m in hint.__metadata__)
+    ]
+    if not edits:
+        raise ValueError(
+            f"{where}: the function edits no {state.name}, so there is nothing to keep "
+            "from doubling.\n"
+            f"  fix: give it a parameter Annotated[Held[{state.model.__qualname__}], "
+            "Resolve(state.edit)]"
+        )
+    signature = inspect.signature(fn)
+    if IDEMPOTENCY_KEY in signature.parameters:
+        raise ValueError(
+            f"{where}: the function already has a parameter {IDEMPOTENCY_KEY!r}.\n"
+            "  fix: rename it; the decorator adds that argument itself"
+        )
+    adapter: TypeAdapter[Any] = TypeAdapter(hints.get("return", Any))
+    edit, tool = edits[0], fn.__name__
+
+    async def idempotent(**kw: Any) -> Any:
+        key = kw.pop(IDEMPOTENCY_KEY, None)
+        ledger: Ledger = kw.pop(_LEDGER)
+        if key is None:
+            return await fn(**kw)
+        held: Held[Any] = kw[edit]
+        if type(key) is not str or not 1 <= len(key) <= 200:
+            raise StateError(
+                f"{tool}: {IDEMPOTENCY_KEY} must be a string of 1 to 200 characters, "
+                f"not {type(key).__name__} {str(key)[:40]!r}.\n"
+                "  fix: send a new random string (a UUID) per request, the same one on retry"
+            )
+        name = hashlib.blake2b(f"{tool}\n{key}".encode(), digest_size=16).hexdigest()
+        entry = next(e for e in ledger.loaded.values() if e.held is held)
+        assert entry.where is not None  # set by every edit
+        store, at = entry.where
+        earlier = await store.recall(at, name)
+        if earlier is not None:
+            entry.replayed = True  # the first call wrote it all: this one writes nothing
+            return adapter.validate_json(earlier)
+        result = await fn(**kw)
+        entry.receipt = (name, adapter.dump_json(result))
+        return result
+
+    kw_only = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        p.replace(kind=kw_only, annotation=hints.get(p.name, p.annotation))
+        for p in signature.parameters.values()
+        if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    params.append(
+        inspect.Parameter(IDEMPOTENCY_KEY, kw_only, default=None, annotation=_KEY_ARGUMENT)
+    )
+    if _LEDGER in signature.parameters:
+        raise ValueError(f"{where}: the parameter name {_LEDGER!r} is resolvent's own")
+    params.append(
+        inspect.Parameter(_LEDGER, kw_only, annotation=Annotated[Ledger, Resolve(call_ledger)])
+    )
+    returns = hints.get("return", signature.return_annotation)
+    idempotent.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=params, return_annotation=returns
+    )
+    idempotent.__annotations__ = {
+        **{p.name: p.annotation for p in params},
+        "return": returns,
+    }
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+        setattr(idempotent, attribute, getattr(fn, attribute, None))
+    return idempotent
 
 
 def _first_line(exc: BaseException) -> str:

@@ -87,11 +87,25 @@ return 1
 """
 )
 
+_RECALL = (
+    _PRELUDE
+    + """
+local v = redis.call('HMGET', KEYS[1], 'r', 'e')
+if not v[1] or tonumber(v[2]) <= now then return false end
+return v[1]
+"""
+)
+
 _SAVE = (
     _PRELUDE
     + """
 local v = redis.call('HMGET', KEYS[1], 'x', 'e', 'l')
 if not v[1] or tonumber(v[2]) <= now or v[3] ~= ARGV[3] then return 0 end
+if KEYS[2] then
+  local ttl = tonumber(ARGV[7])
+  redis.call('HSET', KEYS[2], 'r', ARGV[6], 'e', ms(now + ttl))
+  redis.call('PEXPIRE', KEYS[2], math.max(1, ttl))
+end
 if ARGV[4] == 'd' then
   redis.call('DEL', KEYS[1])
   return 1
@@ -137,6 +151,7 @@ class RedisStore:
         self._load: Any = client.register_script(_LOAD)
         self._save: Any = client.register_script(_SAVE)
         self._renew: Any = client.register_script(_RENEW)
+        self._recall: Any = client.register_script(_RECALL)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -178,7 +193,13 @@ class RedisStore:
                     )
                     raise unreachable from exc
                 store = cls(client, prefix=prefix, clock=clock)
-                for script in (store._create, store._load, store._save, store._renew):
+                for script in (
+                    store._create,
+                    store._load,
+                    store._save,
+                    store._renew,
+                    store._recall,
+                ):
                     await client.script_load(script.script)  # no NOSCRIPT round trip
                 yield store
         except BaseExceptionGroup as group:
@@ -220,15 +241,39 @@ class RedisStore:
         return bool(done == 1)
 
     async def save(
-        self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool
+        self,
+        key: StateKey,
+        idle: float,
+        token: str,
+        data: bytes | None,
+        delete: bool,
+        remember: tuple[str, bytes, float] | None = None,
     ) -> bool:
         """End the lease, writing or deleting (see `StateStore.save`)."""
         mode = "d" if delete else ("k" if data is None else "w")
-        done: Any = await self._save(
-            keys=[self.key(key)],
-            args=[self._now(), int(idle * 1000), token, mode, b"" if data is None else data],
-        )
+        keys = [self.key(key)]
+        args: list[str | bytes | int] = [
+            self._now(),
+            int(idle * 1000),
+            token,
+            mode,
+            b"" if data is None else data,
+        ]
+        if remember is not None:
+            name, result, ttl = remember
+            keys.append(self.receipt_key(key, name))
+            args += [result, int(ttl * 1000)]
+        done: Any = await self._save(keys=keys, args=args)
         return bool(done == 1)
+
+    def receipt_key(self, key: StateKey, name: str) -> str:
+        """The Redis key of the result a save kept under *name* for *key*."""
+        return f"{self.key(key)}:receipt:{name}"
+
+    async def recall(self, key: StateKey, name: str) -> bytes | None:
+        """A result a save kept (see `StateStore.recall`)."""
+        found: Any = await self._recall(keys=[self.receipt_key(key, name)], args=[self._now()])
+        return found  # type: ignore[no-any-return]
 
     async def aclose(self) -> None:
         """Nothing to do: the client closes with `connect`'s block (or its owner's)."""

@@ -70,14 +70,27 @@ class StateStore(Protocol):
         ...
 
     async def save(
-        self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool
+        self,
+        key: StateKey,
+        idle: float,
+        token: str,
+        data: bytes | None,
+        delete: bool,
+        remember: tuple[str, bytes, float] | None = None,
     ) -> bool:
         """End *token*'s lease on *key*: write *data* (None: keep the value), or remove
-        the value when *delete* is true; refresh its idle time.
+        the value when *delete* is true; refresh its idle time. With *remember*
+        ``(name, result, ttl)``, also keep *result* under *name* for *key* for *ttl*
+        seconds, in the same atomic step (see `recall`).
 
         Returns False, writing nothing, when the lease is no longer *token*'s (another
         token took it after it ran out) or the value is gone.
         """
+        ...
+
+    async def recall(self, key: StateKey, name: str) -> bytes | None:
+        """The result a save kept under *name* for *key*, or None when there is none (or
+        its time ran out). It outlives the value itself, if the save deleted it."""
         ...
 
     async def aclose(self) -> None:

@@ -36,6 +36,7 @@ class MemoryStore:
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic, sweep: float = 1.0) -> None:
         self._entries: dict[StateKey, _Entry] = {}
+        self._receipts: dict[tuple[StateKey, str], tuple[bytes, float]] = {}
         self._clock = clock
         self._sweep_every = sweep
         self._next_sweep = clock() + sweep
@@ -51,6 +52,9 @@ class MemoryStore:
             expired = [key for key, entry in self._entries.items() if entry.expires <= now]
             for key in expired:
                 del self._entries[key]
+            spent = [name for name, (_, until) in self._receipts.items() if until <= now]
+            for name in spent:
+                del self._receipts[name]
         return now
 
     def _live(self, key: StateKey, now: float) -> _Entry | None:
@@ -91,13 +95,22 @@ class MemoryStore:
         return True
 
     async def save(
-        self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool
+        self,
+        key: StateKey,
+        idle: float,
+        token: str,
+        data: bytes | None,
+        delete: bool,
+        remember: tuple[str, bytes, float] | None = None,
     ) -> bool:
         """End the lease, writing or deleting (see `StateStore.save`)."""
         now = self._now()
         entry = self._live(key, now)
         if entry is None or entry.lease != token:
             return False
+        if remember is not None:
+            name, result, ttl = remember
+            self._receipts[key, name] = (result, now + ttl)
         if delete:
             del self._entries[key]
             return True
@@ -107,6 +120,13 @@ class MemoryStore:
         entry.expires = min(now + idle, entry.deadline)
         return True
 
+    async def recall(self, key: StateKey, name: str) -> bytes | None:
+        """A result a save kept (see `StateStore.recall`)."""
+        now = self._now()
+        found = self._receipts.get((key, name))
+        return None if found is None or found[1] <= now else found[0]
+
     async def aclose(self) -> None:
         """Drop every value."""
         self._entries.clear()
+        self._receipts.clear()

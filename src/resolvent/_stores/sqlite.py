@@ -33,6 +33,17 @@ CREATE TABLE IF NOT EXISTS resolvent_state (
     PRIMARY KEY (kind, owner, handle)
 )""",
     "CREATE INDEX IF NOT EXISTS resolvent_state_expires ON resolvent_state (expires)",
+    """
+CREATE TABLE IF NOT EXISTS resolvent_receipt (
+    kind TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    handle TEXT NOT NULL,
+    name TEXT NOT NULL,
+    result BLOB NOT NULL,
+    expires REAL NOT NULL,
+    PRIMARY KEY (kind, owner, handle, name)
+)""",
+    "CREATE INDEX IF NOT EXISTS resolvent_receipt_expires ON resolvent_receipt (expires)",
 )
 _WHERE = "kind = ? AND owner = ? AND handle = ?"
 _BUSY: Any = object()
@@ -280,10 +291,45 @@ class SqliteStore:
         return cursor.rowcount == 1
 
     async def save(
-        self, key: StateKey, idle: float, token: str, data: bytes | None, delete: bool
+        self,
+        key: StateKey,
+        idle: float,
+        token: str,
+        data: bytes | None,
+        delete: bool,
+        remember: tuple[str, bytes, float] | None = None,
     ) -> bool:
         """End the lease, writing or deleting (see `StateStore.save`)."""
-        return await self._run(self._save, key, idle, token, data, delete)
+        if remember is None:
+            return await self._run(self._save, key, idle, token, data, delete)
+        return await self._run(self._save_remembering, key, idle, token, data, delete, remember)
+
+    def _save_remembering(
+        self,
+        conn: sqlite3.Connection,
+        key: StateKey,
+        idle: float,
+        token: str,
+        data: bytes | None,
+        delete: bool,
+        remember: tuple[str, bytes, float],
+    ) -> bool:
+        # The receipt is written in the transaction of the save, or not at all.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            saved = self._save(conn, key, idle, token, data, delete)
+            if saved:
+                name, result, ttl = remember
+                conn.execute(
+                    "INSERT OR REPLACE INTO resolvent_receipt "
+                    "(kind, owner, handle, name, result, expires) VALUES (?, ?, ?, ?, ?, ?)",
+                    (*key, name, result, self._clock() + ttl),
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return saved
 
     def _save(
         self,
@@ -315,6 +361,17 @@ class SqliteStore:
             )
         return cursor.rowcount == 1
 
+    async def recall(self, key: StateKey, name: str) -> bytes | None:
+        """A result a save kept (see `StateStore.recall`)."""
+        return await self._run(self._recall, key, name)
+
+    def _recall(self, conn: sqlite3.Connection, key: StateKey, name: str) -> bytes | None:
+        row = conn.execute(
+            f"SELECT result FROM resolvent_receipt WHERE {_WHERE} AND name = ? AND expires > ?",
+            (*key, name, self._clock()),
+        ).fetchone()
+        return None if row is None else bytes(row[0])
+
     # -- sweeping and closing ---------------------------------------------------------------
 
     def _sweep_loop(self) -> None:
@@ -325,7 +382,9 @@ class SqliteStore:
                 continue
 
     def _sweep(self, conn: sqlite3.Connection) -> int:
-        cursor = conn.execute("DELETE FROM resolvent_state WHERE expires <= ?", (self._clock(),))
+        now = self._clock()
+        conn.execute("DELETE FROM resolvent_receipt WHERE expires <= ?", (now,))
+        cursor = conn.execute("DELETE FROM resolvent_state WHERE expires <= ?", (now,))
         return cursor.rowcount
 
     async def sweep(self) -> int:
