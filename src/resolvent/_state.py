@@ -474,8 +474,9 @@ class State(Generic[M]):
             return_annotation=AsyncIterator[Leases],
         )
         lease_keeper.__annotations__ = {**params, "return": AsyncIterator[Leases]}
-        lease_keeper.__qualname__ = f"State[{self.name!r}].lease_keeper"
-        lease_keeper.__module__ = "resolvent"
+        # Not named like the State's own resolvers: tracing reads those as loads and saves.
+        lease_keeper.__qualname__ = lease_keeper.__name__ = "lease_keeper"
+        lease_keeper.__module__ = "resolvent._leases"
         setattr(lease_keeper, IMPLICIT_SCOPE, Scope.APP)
         return lease_keeper
 
