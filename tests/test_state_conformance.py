@@ -8,6 +8,7 @@ edits writing nothing.
 """
 
 import contextvars
+import math
 import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -175,6 +176,30 @@ async def test_absolute_lifetime(
             clock.advance(11)  # 251 s: past the deadline although used 11 s ago
             with pytest.raises(StateNotFound):
                 await kit.run(kit.show, cart=handle)
+
+
+@pytest.mark.parametrize("idle_ttl, max_lifetime", [(math.inf, math.inf), (math.inf, 250)])
+async def test_an_infinite_idle_time_or_lifetime_never_runs_out(
+    store_kind: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    clock: Clock,
+    idle_ttl: float,
+    max_lifetime: float,
+) -> None:
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        kit = Kit(store, idle_ttl=idle_ttl, max_lifetime=max_lifetime)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            clock.advance(240)  # never idle too long; the lifetime alone may end it
+            assert await kit.run(kit.add, cart=handle, item="fig") == {"fig": 1}
+            clock.advance(20)
+            if max_lifetime == math.inf:
+                clock.advance(10 * 365 * 86400)  # ten years, unused
+                assert await kit.run(kit.show, cart=handle) == Cart(items={"fig": 1})
+            else:
+                with pytest.raises(StateNotFound):
+                    await kit.run(kit.show, cart=handle)
 
 
 async def test_another_principals_handle_is_not_found_with_the_same_message(
@@ -826,3 +851,53 @@ def test_idempotent_needs_an_edit_of_its_state() -> None:
 
     with pytest.raises(ValueError, match=r"(?s)edits no cart.*Resolve\(state.edit\)"):
         carts.idempotent(show)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+async def test_store_urls_are_percent_decoded(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # URLs as pydantic's AnyUrl writes them: a space is %20, an @ in a password %40.
+    from pydantic import AnyUrl
+
+    from resolvent import open_store
+
+    if kind == "sqlite":
+        monkeypatch.chdir(tmp_path)
+        nested = tmp_path / "a dir"
+        nested.mkdir()
+        urls = {
+            str(AnyUrl("sqlite:///my cart.db")): tmp_path / "my cart.db",
+            str(AnyUrl(f"sqlite:///{nested}/abs.db")): nested / "abs.db",
+        }
+        for url, path in urls.items():
+            async with open_store(url) as store:
+                kit = Kit(store)
+                async with kit.container:
+                    await kit.run(kit.open_cart)
+            assert path.is_file(), (url, sorted(p.name for p in tmp_path.iterdir()))
+        assert not (tmp_path / "my%20cart.db").exists()
+        return
+    from resolvent.redis import RedisStore
+
+    valkey: str = request.getfixturevalue("valkey_url")
+    user, password = f"u@{secrets_hex()}", "p@ss word:1"
+    async with RedisStore.connect(valkey) as admin:
+        await admin.client.acl_setuser(user, "on", f">{password}", "allcommands", "allkeys")
+        try:
+            netloc = valkey.split("//", 1)[1].split("/", 1)[0]
+            url = str(AnyUrl(f"redis://{user}:{password}@{netloc}/0".replace("@", "%40", 2)))
+            assert "%40" in url
+            async with open_store(url) as store:
+                kit = Kit(store)
+                async with kit.container:
+                    handle = await kit.run(kit.open_cart)
+                    assert await kit.run(kit.add, cart=handle, item="fig") == {"fig": 1}
+        finally:
+            await admin.client.acl_deluser([user])
+
+
+def secrets_hex() -> str:
+    import secrets
+
+    return secrets.token_hex(4)

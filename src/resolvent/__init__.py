@@ -18,6 +18,7 @@ from ._errors import (
     StateError,
     StateNotFound,
     StateTooLarge,
+    StoreUnavailable,
 )
 from ._markers import Elicit, Resolve, inline, settles
 from ._plan import Plan
@@ -51,6 +52,7 @@ __all__ = (
     "StateNotFound",
     "StateStore",
     "StateTooLarge",
+    "StoreUnavailable",
     "inline",
     "open_store",
     "settles",

@@ -16,6 +16,7 @@ __all__ = (
     "StateError",
     "StateNotFound",
     "StateTooLarge",
+    "StoreUnavailable",
 )
 
 
@@ -274,3 +275,37 @@ class StateConflict(StateError):
 class StateTooLarge(StateError):
     """A value to save takes more bytes than its `State`'s ``max_size``; nothing was
     written. A web route answers it with 413 (Content Too Large)."""
+
+
+class StoreUnavailable(StateError):
+    """The state store could not be reached, or did not answer in time.
+
+    Raised when a store's server is down, unreachable, refuses, drops the connection or
+    stays silent past the store's own timeout (or the call's remaining
+    ``call_timeout``), at start-up and mid-traffic alike. The message names the store
+    (its URL without a password) and the cause. A store that comes back is used again
+    by the next call; nothing needs restarting.
+
+    A read or the start of an edit that fails this way changed nothing. When the final
+    write of an edit fails this way, the store may or may not have applied it before the
+    connection broke. Under ``resolvent.mcp`` the client reads *brief* as a tool error;
+    ``resolvent.starlette`` answers 503 Service Unavailable.
+
+    Attributes:
+        store: where the store is: its URL without the password.
+        cause: what went wrong, as the client library or the timeout said it.
+        brief: the message fit to show a remote caller (no URL, no cause).
+    """
+
+    def __init__(self, store: str, cause: str) -> None:
+        self.store = store
+        self.cause = cause
+        self.brief = "the state store is unavailable; try again in a moment"
+        super().__init__(
+            f"the state store is unavailable: cannot reach {store}: {cause.rstrip('.')}.\n"
+            "  fix: check that the store's server is running and reachable from here; "
+            "calls succeed again as soon as it answers"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.store, self.cause))

@@ -5,6 +5,7 @@ module, and its client library, are imported only when a URL names it.
 from __future__ import annotations
 
 import contextlib
+import urllib.parse
 from collections.abc import AsyncGenerator
 
 from .._errors import ResolventError
@@ -18,8 +19,9 @@ async def open_store(url: str = "memory:") -> AsyncGenerator[StateStore]:
     """Open the store a URL names, and close it on exit.
 
     - ``memory:`` — `MemoryStore`, this process only;
-    - ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` — `SqliteStore`,
-      shared by the processes of one host;
+    - ``sqlite:///relative/path.db`` (from the current directory) or
+      ``sqlite:////absolute/path.db`` — `SqliteStore`, shared by the processes of one
+      host; the path is percent-decoded (``my%20cart.db`` is ``my cart.db``);
     - ``redis://HOST:PORT[/DB]`` (or ``rediss://``, ``valkey://``) —
       ``resolvent.redis.RedisStore``, shared by many hosts; needs
       ``pip install "resolvent[redis]"``.
@@ -69,7 +71,8 @@ async def _open(url: str, scheme: str, rest: str) -> StateStore:
             )
         from .sqlite import SqliteStore
 
-        return await SqliteStore.open(rest[3:])
+        # Percent-decoded, as a URL is: pydantic's AnyUrl writes "my cart.db" "my%20cart.db".
+        return await SqliteStore.open(urllib.parse.unquote(rest[3:]))
     raise ResolventError(
         f"cannot open the state store {url!r}: unknown scheme {scheme!r}.\n"
         "  fix: use memory:, sqlite:///PATH or redis://HOST:PORT[/DB]"

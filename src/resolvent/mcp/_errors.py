@@ -19,7 +19,7 @@ from mcp.server.mcpserver.resolve import Resolve as SdkResolve
 from mcp.server.mcpserver.resolve import build_resolver_plans, find_resolved_parameters
 from mcp.shared.exceptions import MCPError
 
-from .. import InvalidAnswer, InvalidSignature, Plan, StateError
+from .. import InvalidAnswer, InvalidSignature, Plan, StateError, StoreUnavailable
 from .._integration import lenient_hints
 from ._wire import NO_CONTENT, SCHEMA_MISMATCH
 
@@ -115,10 +115,20 @@ def refusal(ctx: Context[Any, Any] | None, text: str) -> Exception:
 
 
 def state_refusal(ctx: Context[Any, Any] | None, plan: Plan, exc: StateError) -> Exception:
-    """A state handle not found (or a conflict) as an error the client reads; one log line."""
+    """A state handle not found (or a conflict) as an error the client reads; one log line.
+
+    An unavailable store is the server's trouble, not the caller's: a warning names the
+    store and the cause (the traceback at DEBUG), the client reads only that the store is
+    unavailable and to retry.
+    """
     import logging
 
-    logging.getLogger("resolvent").info("resolvent: %s: %s", plan.name, str(exc).split("\n")[0])
+    log = logging.getLogger("resolvent")
+    if isinstance(exc, StoreUnavailable):
+        log.warning("resolvent: %s: %s", plan.name, str(exc).split("\n")[0])
+        log.debug("resolvent: %s: the store's error", plan.name, exc_info=exc)
+        return refusal(ctx, exc.brief)
+    log.info("resolvent: %s: %s", plan.name, str(exc).split("\n")[0])
     return refusal(ctx, str(exc))
 
 

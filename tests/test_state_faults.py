@@ -1,0 +1,331 @@
+"""State under store faults: an unreachable, lost, reset or frozen Valkey.
+
+A fault-injecting TCP proxy (tests/fault_proxy.py) sits between a `RedisStore` and a real
+Valkey. Each fault fails the call in flight with `StoreUnavailable` (naming the store,
+never its password, and the cause) well within a bound that only catches a hang; nothing
+half-written remains; the next call after the fault works with no restart. On asyncio
+and trio. An unreachable server at start is the same one error, not an ExceptionGroup.
+"""
+
+import logging
+import pickle
+import secrets
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from fault_proxy import FaultProxy, fault_proxy
+from resolvent import (
+    Container,
+    Handle,
+    Held,
+    Resolve,
+    ResolventError,
+    Scope,
+    State,
+    StateError,
+    StateStore,
+    StoreUnavailable,
+    open_store,
+)
+from state_helpers import valkey_url  # noqa: F401
+
+pytestmark = pytest.mark.network
+
+
+@pytest.fixture
+def valkey(request: pytest.FixtureRequest) -> str:
+    """The URL of the real Valkey the proxy fronts (one server for the whole run)."""
+    url: str = request.getfixturevalue("valkey_url")
+    return url
+
+
+HANG = 20.0  # seconds: only a hung call takes this long (the store's timeout here is 0.5)
+TIMEOUT = 0.5
+
+
+class Cart(BaseModel):
+    items: dict[str, int] = {}
+
+
+class Shop:
+    """A container with one State on a RedisStore behind the proxy, and its handlers."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.container = Container()
+
+        async def provide() -> AsyncIterator[StateStore]:
+            yield store
+
+        self.container.provide(provide, scope=Scope.APP)
+        # A short lease: a lease taken by a request the fault held back lapses quickly.
+        carts = State("cart", Cart, store=provide, lease=1.0, wait=5.0)
+
+        async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> str:
+            return cart.handle
+
+        async def add(cart: Handle, item: str, edit: Annotated[Held[Cart], Resolve(carts.edit)]):
+            edit.value.items[item] = edit.value.items.get(item, 0) + 1
+            return dict(edit.value.items)
+
+        async def show(cart: Handle, value: Annotated[Cart, Resolve(carts.read)]) -> Cart:
+            return value
+
+        self.open_cart, self.add, self.show = open_cart, add, show
+
+    async def run(self, fn: Any, **kwargs: Any) -> Any:
+        with anyio.fail_after(HANG):
+            return await self.container.run(fn, **kwargs)
+
+    async def fails(self, fn: Any, **kwargs: Any) -> StoreUnavailable:
+        """Run *fn*, which must fail with StoreUnavailable (and not hang)."""
+        with pytest.raises(StoreUnavailable) as caught:
+            await self.run(fn, **kwargs)
+        return caught.value
+
+
+async def connect(proxy: FaultProxy) -> Any:
+    from resolvent.redis import RedisStore
+
+    prefix = f"faults-{secrets.token_hex(4)}"
+    return RedisStore.connect(proxy.url, prefix=prefix, timeout=TIMEOUT, connect_timeout=TIMEOUT)
+
+
+# -- the error itself ----------------------------------------------------------------------
+
+
+def test_store_unavailable_is_a_state_error_that_names_the_store_and_pickles() -> None:
+    error = StoreUnavailable("redis://:***@db:6379/0", "ConnectionError: Connection lost")
+    assert isinstance(error, StateError)
+    assert str(error).splitlines()[0] == (
+        "the state store is unavailable: cannot reach redis://:***@db:6379/0: "
+        "ConnectionError: Connection lost."
+    )
+    assert "fix:" in str(error)
+    assert error.brief == "the state store is unavailable; try again in a moment"
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.store, copy.cause, str(copy)) == (error.store, error.cause, str(error))
+
+
+# -- at start ------------------------------------------------------------------------------
+
+
+async def test_an_unreachable_server_at_start_is_one_error_naming_it() -> None:
+    from mcp_helpers import free_port
+
+    url = f"redis://:hunter2@127.0.0.1:{free_port()}/0"
+    with anyio.fail_after(HANG), pytest.raises(StoreUnavailable) as caught:
+        async with open_store(url):
+            pytest.fail("no store to open")
+    text = str(caught.value)
+    assert "hunter2" not in text
+    shown = f"redis://:***@{url.split('@')[1]}"
+    assert text.startswith(f"the state store is unavailable: cannot reach {shown}: ")
+    assert "ConnectionRefusedError" in text  # the cause, at the root
+
+    # Opened at start-up (warm): the start fails naming the provider, caused by that error.
+    carts = State("cart", Cart, store=url)
+    container = Container(warm=[carts.store])
+    with anyio.fail_after(HANG), pytest.raises(ResolventError) as started:
+        async with container:
+            pytest.fail("the container must not start without its store")
+    assert not isinstance(started.value, BaseExceptionGroup)
+    last = str(started.value).splitlines()[-1]  # what a crashed server prints last
+    assert last.startswith(f"resolvent.open_store('{shown}') (Scope.APP) failed to start: ")
+    assert "StoreUnavailable: the state store is unavailable: cannot reach " in last
+    assert "ConnectionRefusedError" in last
+    assert isinstance(started.value.__context__, StoreUnavailable)
+    assert "hunter2" not in str(started.value)
+
+
+async def test_a_frozen_server_at_start_fails_within_the_connect_timeout(
+    valkey: str,
+) -> None:
+    async with fault_proxy(valkey) as proxy:
+        proxy.freeze()
+        with anyio.fail_after(HANG), pytest.raises(StoreUnavailable, match="cannot reach redis://"):
+            async with await connect(proxy):
+                pytest.fail("a frozen server does not open")
+
+
+# -- mid-traffic ---------------------------------------------------------------------------
+
+
+async def test_a_stopped_store_fails_each_call_at_once_and_recovers(valkey: str) -> None:
+    async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
+        shop = Shop(store)
+        async with shop.container:
+            cart = await shop.run(shop.open_cart)
+            assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
+            proxy.refuse()
+            for fn, kwargs in ((shop.add, {"item": "fig"}), (shop.show, {}), (shop.open_cart, {})):
+                if fn is not shop.open_cart:
+                    kwargs["cart"] = cart
+                error = await shop.fails(fn, **kwargs)
+                assert error.store == proxy.url
+                assert "Connection" in error.cause  # refused, or the connection lost
+            proxy.refuse(False)
+            # Back: the next call works, and only the acknowledged add is there.
+            assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 2}
+
+
+async def test_a_frozen_store_fails_calls_within_its_timeout_and_recovers(
+    valkey: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
+        shop = Shop(store)
+        async with shop.container:
+            cart = await shop.run(shop.open_cart)
+            proxy.freeze()
+            error = await shop.fails(shop.add, cart=cart, item="fig")
+            assert error.cause == f"no answer within timeout={TIMEOUT:g} s"
+            proxy.drop()  # and a new connection gets no answer either
+            with caplog.at_level(logging.INFO):
+                await shop.fails(shop.show, cart=cart)
+            # The client library's report of it is at DEBUG: the call's error says it all.
+            assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO] == []
+            proxy.thaw()
+            # The add that failed wrote nothing; edits work again (once the lease its
+            # held-back load took has lapsed).
+            assert await shop.run(shop.add, cart=cart, item="pear") == {"pear": 1}
+
+
+async def test_latency_under_the_timeout_only_slows_calls(valkey: str) -> None:
+    async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
+        shop = Shop(store)
+        async with shop.container:
+            proxy.latency = TIMEOUT / 10
+            cart = await shop.run(shop.open_cart)
+            assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
+            assert await shop.run(shop.show, cart=cart) == Cart(items={"fig": 1})
+
+
+async def test_a_dropped_connection_costs_at_most_the_call_in_flight(valkey: str) -> None:
+    async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
+        shop = Shop(store)
+        async with shop.container:
+            cart = await shop.run(shop.open_cart)
+            before = proxy.connections
+            proxy.drop()  # an idle connection: the client sees it go and opens another
+            await anyio.sleep(0.05)
+            assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
+            assert proxy.connections > before
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-the-server", "reply-lost"])
+@pytest.mark.parametrize("script", ["load", "save"])
+async def test_a_reset_in_the_middle_of_a_script_leaves_no_half_write(
+    valkey: str, script: str, after: bool
+) -> None:
+    async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
+        shop = Shop(store)
+        async with shop.container:
+            cart = await shop.run(shop.open_cart)
+            assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
+            sha = (store._load if script == "load" else store._save).sha
+            proxy.reset_on(sha.encode(), after=after)
+            await shop.fails(shop.add, cart=cart, item="fig")
+            # Whole or not at all: the value reads back valid, with the add applied only
+            # when the save reached the server.
+            applied = script == "save" and after
+            expected = {"fig": 2} if applied else {"fig": 1}
+            assert await shop.run(shop.show, cart=cart) == Cart(items=expected)
+            expected["fig"] += 1
+            assert await shop.run(shop.add, cart=cart, item="fig") == expected
+
+
+# -- what a client and the log see -----------------------------------------------------------
+
+
+async def test_an_mcp_client_reads_that_the_store_is_unavailable_and_the_log_has_one_line(
+    valkey: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp.server.mcpserver import MCPServer
+
+    from mcp_helpers import client
+    from resolvent.mcp import inject
+
+    async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
+        shop = Shop(store)
+        server = MCPServer("shop", lifespan=shop.container.lifespan)
+        server.tool()(inject(shop.container)(shop.open_cart))
+        server.tool()(inject(shop.container)(shop.add))
+        async with client(server, "legacy") as c:
+            cart = (await c.call_tool("open_cart", {})).structured_content
+            assert cart is not None
+            proxy.refuse()
+            caplog.clear()
+            with caplog.at_level(logging.DEBUG, logger="resolvent"):
+                with anyio.fail_after(HANG):
+                    failed = await c.call_tool("add", {"cart": cart["result"], "item": "fig"})
+            assert failed.is_error
+            assert failed.content[0].text.endswith(  # type: ignore[union-attr]
+                ": the state store is unavailable; try again in a moment"
+            )
+            lines = [r for r in caplog.records if r.levelno >= logging.INFO]
+            lines = [r for r in lines if r.name.startswith(("resolvent", "coredis"))]
+            assert len(lines) == 1, [r.getMessage() for r in lines]
+            assert lines[0].levelno == logging.WARNING
+            assert f"is unavailable: cannot reach {proxy.url}: " in lines[0].getMessage()
+            assert lines[0].exc_info is None  # the traceback is at DEBUG only
+            assert any(r.exc_info for r in caplog.records if r.levelno == logging.DEBUG)
+            proxy.refuse(False)
+            added = await c.call_tool("add", {"cart": cart["result"], "item": "fig"})
+            assert not added.is_error
+
+
+async def test_a_store_that_cannot_open_fails_the_call_and_opens_on_a_later_one(
+    valkey: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Opened on first use (no warm start): the call that needs it reads the same error,
+    # and the first call after the store answers opens it; the server is not restarted.
+    from mcp.server.mcpserver import MCPServer
+
+    from mcp_helpers import client
+    from resolvent.mcp import inject
+
+    async with fault_proxy(valkey) as proxy:
+        carts = State("cart", Cart, store=proxy.url)
+        container = Container()
+
+        async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> str:
+            return cart.handle
+
+        server = MCPServer("shop", lifespan=container.lifespan)
+        server.tool()(inject(container)(open_cart))
+        async with client(server, "legacy") as c:
+            proxy.refuse()
+            caplog.clear()
+            with caplog.at_level(logging.INFO), anyio.fail_after(HANG):
+                failed = await c.call_tool("open_cart", {})
+            assert failed.is_error
+            assert failed.content[0].text.endswith(  # type: ignore[union-attr]
+                ": the state store is unavailable; try again in a moment"
+            )
+            # One line: ours (the SDK adds its own INFO line for every tool error).
+            loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+            assert [r.name for r in loud] == ["resolvent"]
+            assert f"cannot reach {proxy.url}: " in loud[0].getMessage()
+            proxy.refuse(False)
+            with anyio.fail_after(HANG):
+                opened = await c.call_tool("open_cart", {})
+            assert not opened.is_error, opened.content
+
+
+async def test_a_frozen_store_is_bounded_by_what_is_left_of_call_timeout(valkey: str) -> None:
+    # While the call resolves, its call_timeout bounds the store too: shorter than the
+    # store's own timeout here, it is what ends the call, naming the state's resolver.
+    async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
+        shop = Shop(store)
+        shop.container.call_timeout = TIMEOUT / 5
+        async with shop.container:
+            cart = await shop.run(shop.open_cart)
+            proxy.freeze()
+            with pytest.raises(TimeoutError, match="call_timeout") as caught:
+                await shop.run(shop.show, cart=cart)
+            assert "State['cart'].read" in str(caught.value)
+            proxy.thaw()
+            assert await shop.run(shop.show, cart=cart) == Cart()
