@@ -38,6 +38,7 @@ _SOAK = "import anyio, json, sys; from benchmarks import soak; " + (
 )
 
 
+@pytest.mark.slow  # in CI's slow job: the default run stays under 3 minutes
 async def test_no_memory_growth_and_bounded_tables(anyio_backend: str) -> None:
     pytest.importorskip("mcp", reason="the soak drives an MCP server: needs the mcp extra")
     proc = await anyio.run_process(

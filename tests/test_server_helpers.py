@@ -18,6 +18,7 @@ def python(code: str) -> list[str]:
     return [sys.executable, "-S", "-c", code]
 
 
+@pytest.mark.slow  # in CI's slow job: the default run stays under 3 minutes
 def test_a_server_that_never_says_where_it_is_fails_with_what_it_printed() -> None:
     silent = python("import sys, time; print('booting', file=sys.stderr); time.sleep(600)")
     with (

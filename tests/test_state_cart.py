@@ -186,6 +186,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.mark.network
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.slow  # in CI's slow job: the default run stays under 3 minutes
 async def test_two_server_processes_share_carts_over_http(store_url: str, tmp_path: Path) -> None:
     with cart_servers(store_url, tmp_path) as (url_a, url_b), anyio.fail_after(120):
         for url in (url_a, url_b):
@@ -250,6 +251,7 @@ async def test_a_round_started_on_one_process_finishes_on_the_other(tmp_path: Pa
 
 @pytest.mark.network
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.slow  # in CI's slow job: the default run stays under 3 minutes
 async def test_one_server_with_worker_processes_shares_carts(tmp_path: Path) -> None:
     # `--workers 3`: uvicorn's worker processes on one port, each with its own container,
     # built from the environment the command line set; every connection may land on any.
