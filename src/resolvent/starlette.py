@@ -33,6 +33,7 @@ import contextlib
 import functools
 import importlib.util
 import inspect
+import logging
 import typing
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack
@@ -47,7 +48,15 @@ from starlette.websockets import WebSocket
 
 import resolvent
 
-from . import Call, Container, InvalidSignature, Plan, StateConflict, StateTooLarge
+from . import (
+    Call,
+    Container,
+    InvalidSignature,
+    Plan,
+    StateConflict,
+    StateTooLarge,
+    StoreUnavailable,
+)
 from . import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope
 from ._integration import (
     HANDLER,
@@ -106,6 +115,15 @@ def refused(exc: BaseException) -> HTTPException | None:
     return None
 
 
+def _unavailable(exc: StoreUnavailable) -> HTTPException:
+    """503 for a state store that failed while the call loaded its state, saying only
+    that and to retry; the server's log has one warning line naming the store and the
+    cause (the traceback at DEBUG)."""
+    logging.getLogger("resolvent").warning("resolvent: %s", str(exc).split("\n")[0])
+    logging.getLogger("resolvent").debug("resolvent: the store's error", exc_info=exc)
+    return HTTPException(503, exc.brief, headers={"Retry-After": "1"})
+
+
 # The public error of a store that cannot be reached, where this resolvent has one.
 _UNAVAILABLE: tuple[type[BaseException], ...] = tuple(
     found for found in (getattr(resolvent, "StoreUnavailable", None),) if isinstance(found, type)
@@ -116,6 +134,8 @@ async def _settled(settle: Callable[[BaseException | None], Any]) -> None:
     """Settle a call that succeeded: a write refused now answers the request instead."""
     try:
         await settle(None)
+    except StoreUnavailable as exc:  # logged once, as while loading
+        raise _unavailable(exc) from exc
     except Exception as exc:
         answer = refused(exc)
         if answer is None:
@@ -364,14 +384,20 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
         calls = _request_calls(connection)
         call = calls.get(container)
         if call is not None:  # entered already in this request: its opener closes it
-            response = await call.run(plan, **bound)
+            try:
+                response = await call.run(plan, **bound)
+            except StoreUnavailable as exc:  # while the call loads: the store is down
+                raise _unavailable(exc) from exc
             await _settled(call.settle)  # before the response leaves
             await response(scope, receive, send)
             return
         async with container.call(values={Request: connection}) as call:
             calls[container] = call
             try:
-                response = await call.run(plan, **bound)
+                try:
+                    response = await call.run(plan, **bound)
+                except StoreUnavailable as exc:  # while the call loads: the store is down
+                    raise _unavailable(exc) from exc
                 await _settled(call.settle)  # before the response leaves
                 await response(scope, receive, send)
             finally:
@@ -383,57 +409,66 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         connection: HTTPConnection | None = kwargs.pop(_CONNECTION, None)
-        if connection is not None:
-            # FastAPI: the request's CALL scope stays open until the response is sent. A
-            # sync (def) function runs in a worker thread unless marked `inline`, as in
-            # the core and the MCP adapter.
-            if args:  # a method, bound to its instance
-                kwargs.update(_bind(plan.name, instance, args))
-            scope = connection.scope
-            calls = scope.get(_CALLS)
-            if not calls or container not in calls:
-                # The route's own function, first in its request to enter resolvent:
-                # FastAPI has solved every dependency by now, so nothing else in the
-                # request can share its CALL values, and it needs no call scope object.
-                # Its CALL resources close on FastAPI's request exit stack, after the
-                # response, as the call scope's would.
-                stack = scope.get(_REQUEST_STACK)
-                route = scope.get("route")
-                last = routes.get(id(route))  # (route, last), see `_Alone.last_in`
-                if (
-                    stack is not None
-                    and (last[1] if last is not None and last[0] is route else alone.last_in(route))
-                    and not (blocks and overrides.get() is not None)
-                ):
-                    start = ready.get(alone)
-                    if start is None:
-                        start = alone.prepare()
-                    if start is not None:
-                        # Its values: the connection by its type, told by the ASGI scope.
-                        values = {
-                            WebSocket if scope["type"] == "websocket" else Request: connection
-                        }
-                        app = app_scope(container)
-                        if not alone.kept:
-                            return await start(kwargs, values, None, app, None, fn)
-                        kept = Kept()
-                        if _APPENDS and stack.__class__ is AsyncExitStack:
-                            # `push_async_exit`, less its three frames (see `_appends`)
-                            stack._exit_callbacks.append((False, kept.__aexit__))  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
-                        else:
-                            stack.push_async_exit(kept)
-                        result = await start(kwargs, values, kept, app, None, fn)
-                        if alone.settles:  # what settles the writes, before the response
-                            await _settled(kept.settle)
-                        return result
-            held = await _held_call(container, connection)
-            if held is not None:
-                result = await held.run(plan, **kwargs)
-                if _FUNCTION_STACK not in scope and alone.last_in(scope.get("route")):
-                    await _settled(held.settle)  # a FastAPI with no stack to settle on
-                return result
-            async with request_call(connection) as call:  # not in a FastAPI route
-                return await call.run(plan, **kwargs)
+        try:
+            if connection is not None:
+                # FastAPI: the request's CALL scope stays open until the response is sent. A
+                # sync (def) function runs in a worker thread unless marked `inline`, as in
+                # the core and the MCP adapter.
+                if args:  # a method, bound to its instance
+                    kwargs.update(_bind(plan.name, instance, args))
+                scope = connection.scope
+                calls = scope.get(_CALLS)
+                if not calls or container not in calls:
+                    # The route's own function, first in its request to enter resolvent:
+                    # FastAPI has solved every dependency by now, so nothing else in the
+                    # request can share its CALL values, and it needs no call scope object.
+                    # Its CALL resources close on FastAPI's request exit stack, after the
+                    # response, as the call scope's would.
+                    stack = scope.get(_REQUEST_STACK)
+                    route = scope.get("route")
+                    last = routes.get(id(route))  # (route, last), see `_Alone.last_in`
+                    if (
+                        stack is not None
+                        and (
+                            last[1]
+                            if last is not None and last[0] is route
+                            else alone.last_in(route)
+                        )
+                        and not (blocks and overrides.get() is not None)
+                    ):
+                        start = ready.get(alone)
+                        if start is None:
+                            start = alone.prepare()
+                        if start is not None:
+                            # Its values: the connection by its type, told by the ASGI scope.
+                            values = {
+                                WebSocket if scope["type"] == "websocket" else Request: connection
+                            }
+                            app = app_scope(container)
+                            if not alone.kept:
+                                return await start(kwargs, values, None, app, None, fn)
+                            kept = Kept()
+                            if _APPENDS and stack.__class__ is AsyncExitStack:
+                                # `push_async_exit`, less its three frames (see `_appends`)
+                                stack._exit_callbacks.append((False, kept.__aexit__))  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
+                            else:
+                                stack.push_async_exit(kept)
+                            result = await start(kwargs, values, kept, app, None, fn)
+                            if alone.settles:  # what settles the writes, before the response
+                                await _settled(kept.settle)
+                            return result
+                held = await _held_call(container, connection)
+                if held is not None:
+                    result = await held.run(plan, **kwargs)
+                    if _FUNCTION_STACK not in scope and alone.last_in(scope.get("route")):
+                        await _settled(held.settle)  # a FastAPI with no stack to settle on
+                    return result
+                async with request_call(connection) as call:  # not in a FastAPI route
+                    return await call.run(plan, **kwargs)
+        except StoreUnavailable as exc:  # while the call loads: the store is down
+            if isinstance(connection, WebSocket):
+                raise
+            raise _unavailable(exc) from exc
         # Starlette calls an endpoint with the request (or WebSocket), a method with its
         # instance first.
         if not args:
