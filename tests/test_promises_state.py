@@ -279,6 +279,7 @@ async def test_a_redis_read_moves_the_servers_expiry(valkey_url: str) -> None:  
 async def test_cannot_reach_redis_names_the_url_without_its_password(
     userinfo: str, shown: str
 ) -> None:
+    pytest.importorskip("coredis", reason="the Redis store needs the redis extra (coredis)")
     port = free_port()
     url = f"redis://{userinfo}@127.0.0.1:{port}/0"
     with pytest.raises(ResolventError, match="cannot reach redis://") as caught:

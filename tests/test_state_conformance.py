@@ -878,9 +878,9 @@ async def test_store_urls_are_percent_decoded(
             assert path.is_file(), (url, sorted(p.name for p in tmp_path.iterdir()))
         assert not (tmp_path / "my%20cart.db").exists()
         return
+    valkey: str = request.getfixturevalue("valkey_url")  # skips without the redis extra
     from resolvent.redis import RedisStore
 
-    valkey: str = request.getfixturevalue("valkey_url")
     user, password = f"u@{secrets_hex()}", "p@ss word:1"
     async with RedisStore.connect(valkey) as admin:
         await admin.client.acl_setuser(user, "on", f">{password}", "allcommands", "allkeys")
