@@ -242,6 +242,7 @@ async def test_two_workers_serve_the_rounds_of_one_confirmation(tmp_path: Path) 
 
 
 @pytest.mark.network
+@pytest.mark.slow  # in CI's slow job: the default run stays under 3 minutes
 async def test_notes_survive_a_restart_with_db(tmp_path: Path) -> None:
     db = tmp_path / "notes.db"
     for text_ in ("buy milk", None):

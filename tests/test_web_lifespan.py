@@ -134,6 +134,7 @@ def test_the_container_lifespan_starts_under_uvicorn(factory: str) -> None:
 
 
 @pytest.mark.network
+@pytest.mark.slow  # in CI's slow job: the default run stays under 3 minutes
 def test_fastapi_and_a_mounted_mcp_server_share_one_app_scope_under_uvicorn() -> None:
     with serve("web_apps:fastapi_with_mcp", factory=True) as served:
 
