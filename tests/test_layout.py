@@ -71,8 +71,6 @@ CORE_TO_INTEGRATION = {
     # the start-up guard runs when a container's lifespan starts an MCPServer, even if the
     # server's module never imported resolvent.mcp (one that forgot @inject does not)
     "resolvent.mcp._guard": "the MCP start-up guard, for a server that is an MCPServer",
-    # open_store("redis://...") opens a RedisStore; coredis is imported only then
-    "resolvent.redis": "open_store's redis:// URLs",
 }
 
 

@@ -41,7 +41,7 @@ async def open_store(url: str = "memory:") -> AsyncGenerator[StateStore]:
     scheme = scheme.lower()
     if scheme in ("redis", "rediss", "valkey", "valkeys"):
         try:
-            from ..redis import RedisStore
+            from .redis import RedisStore
         except ImportError as exc:
             raise ResolventError(
                 f"cannot open a Redis state store: the Redis store needs coredis ({exc}).\n"
