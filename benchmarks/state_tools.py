@@ -96,14 +96,14 @@ async def _build(
     handle = await container.run(create)
 
     if hand:
-        from resolvent._state import ANONYMOUS, _owner
+        from resolvent._state import ANONYMOUS, owner_digest
         from resolvent._stores import StateKey
 
         idle, lease = counters.idle_ttl, counters.lease
 
         async def tool(counter: str) -> bool:
             # The same atomic update, by hand: whose it is, lease, decode, change, save.
-            key = StateKey("counter", _owner(ANONYMOUS), counter)
+            key = StateKey("counter", owner_digest(ANONYMOUS), counter)
             token = secrets.token_hex(8)
             data = await store.load(key, idle, token, lease)
             header, _, payload = data.partition(b"\n")

@@ -40,6 +40,7 @@ def is_integration(name: str) -> bool:
     return (
         name == f"{PACKAGE}.mcp"
         or name.startswith(f"{PACKAGE}.mcp.")
+        or name.startswith(f"{PACKAGE}._state.")
         or name
         in {
             f"{PACKAGE}.starlette",

@@ -693,9 +693,9 @@ async def test_renew_is_a_compare_and_set_on_the_token(
 
 
 def _owner_of(principal: str) -> str:
-    from resolvent._state import _owner
+    from resolvent._state import owner_digest
 
-    return _owner(principal)
+    return owner_digest(principal)
 
 
 async def test_call_timeout_holds_while_sqlite_waits_for_another_writer(tmp_path: Path) -> None:

@@ -79,14 +79,15 @@ del _name_exceptions_here
 # `Call` and `Session` only by a program that opens CALL or SESSION scopes (the container
 # loads them with the first one).
 _OUTCOMES = frozenset({"Accepted", "Cancelled", "Declined", "ElicitationResult"})
-_STATE = frozenset({"Handle", "Held", "State"})
+_STATE = frozenset({"Handle", "State"})
 _STORES = frozenset({"StateKey", "StateStore"})
 
 if TYPE_CHECKING:
     from ._call import Call
     from ._outcomes import Accepted, Cancelled, Declined, ElicitationResult
     from ._session import Session
-    from ._state import Handle, Held, State
+    from ._state import Held
+    from ._state.state import Handle, State
     from ._stores import StateKey, StateStore
     from ._stores.memory import MemoryStore
     from ._stores.opener import open_store
@@ -101,6 +102,8 @@ def __getattr__(name: str) -> Any:
 
         load_outcomes()  # the outcome models join the outcome families on first use
     elif name in _STATE:
+        from ._state import state as module
+    elif name == "Held":
         from . import _state as module
     elif name in _STORES:
         from . import _stores as module

@@ -1,0 +1,119 @@
+"""Retries that do not double: `State.idempotent` gives a handler an optional
+``idempotency_key``; a repeat of a committed call returns its first result and edits
+nothing, the result being saved in the same atomic step as the edit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+from pydantic import Field
+
+from .._integration import Resolve, StateError
+from . import LEDGER as _LEDGER
+from . import Held, Ledger, call_ledger
+from .access import Access
+
+__all__ = ("IDEMPOTENCY_KEY", "make_idempotent")
+
+R = TypeVar("R")
+
+IDEMPOTENCY_KEY = "idempotency_key"
+_KEY_ARGUMENT = Annotated[
+    str | None,
+    Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description=(
+            "Optional. A new random string for each distinct request; send the same one "
+            "again when you retry a request whose answer you did not get, and it is not "
+            "applied twice."
+        ),
+    ),
+]
+
+
+def make_idempotent(
+    state: Access[Any], edit_resolver: Callable[..., Any], fn: Callable[..., Awaitable[R]]
+) -> Callable[..., Awaitable[R]]:
+    import typing
+
+    from pydantic import TypeAdapter
+
+    where = f"State({state.name!r}).idempotent({getattr(fn, '__qualname__', fn)!r})"
+    hints = typing.get_type_hints(fn, include_extras=True)
+    edits = [
+        name
+        for name, hint in hints.items()
+        if typing.get_origin(hint) is Annotated
+        and any(isinstance(m, Resolve) and m.fn is edit_resolver for m in hint.__metadata__)
+    ]
+    if not edits:
+        raise ValueError(
+            f"{where}: the function edits no {state.name}, so there is nothing to keep "
+            "from doubling.\n"
+            f"  fix: give it a parameter Annotated[Held[{state.model.__qualname__}], "
+            "Resolve(state.edit)]"
+        )
+    signature = inspect.signature(fn)
+    if IDEMPOTENCY_KEY in signature.parameters:
+        raise ValueError(
+            f"{where}: the function already has a parameter {IDEMPOTENCY_KEY!r}.\n"
+            "  fix: rename it; the decorator adds that argument itself"
+        )
+    adapter: TypeAdapter[Any] = TypeAdapter(hints.get("return", Any))
+    edit, tool = edits[0], fn.__name__
+
+    async def idempotent(**kw: Any) -> Any:
+        key = kw.pop(IDEMPOTENCY_KEY, None)
+        ledger: Ledger = kw.pop(_LEDGER)
+        if key is None:
+            return await fn(**kw)
+        held: Held[Any] = kw[edit]
+        if type(key) is not str or not 1 <= len(key) <= 200:
+            raise StateError(
+                f"{tool}: {IDEMPOTENCY_KEY} must be a string of 1 to 200 characters, "
+                f"not {type(key).__name__} {str(key)[:40]!r}.\n"
+                "  fix: send a new random string (a UUID) per request, the same one on retry"
+            )
+        name = hashlib.blake2b(f"{tool}\n{key}".encode(), digest_size=16).hexdigest()
+        entry = next(e for e in ledger.loaded.values() if e.held is held)
+        assert entry.where is not None  # set by every edit
+        store, at = entry.where
+        earlier = await store.recall(at, name)
+        if earlier is not None:
+            entry.replayed = True  # the first call wrote it all: this one writes nothing
+            return adapter.validate_json(earlier)
+        result = await fn(**kw)
+        entry.receipt = (name, adapter.dump_json(result))
+        return result
+
+    kw_only = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        p.replace(kind=kw_only, annotation=hints.get(p.name, p.annotation))
+        for p in signature.parameters.values()
+        if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    params.append(
+        inspect.Parameter(IDEMPOTENCY_KEY, kw_only, default=None, annotation=_KEY_ARGUMENT)
+    )
+    if _LEDGER in signature.parameters:
+        raise ValueError(f"{where}: the parameter name {_LEDGER!r} is resolvent's own")
+    params.append(
+        inspect.Parameter(_LEDGER, kw_only, annotation=Annotated[Ledger, Resolve(call_ledger)])
+    )
+    returns = hints.get("return", signature.return_annotation)
+    idempotent.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=params, return_annotation=returns
+    )
+    idempotent.__annotations__ = {
+        **{p.name: p.annotation for p in params},
+        "return": returns,
+    }
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+        setattr(idempotent, attribute, getattr(fn, attribute, None))
+    return idempotent
