@@ -65,29 +65,114 @@ def test_no_import_circle_between_the_packages_modules() -> None:
     )
 
 
-# Where the core reaches an integration on purpose, and why; each import is made only once
-# the integration's own library is in use, and stays inside one function.
-CORE_TO_INTEGRATION = {
-    # the start-up guard runs when a container's lifespan starts an MCPServer, even if the
-    # server's module never imported resolvent.mcp (one that forgot @inject does not)
-    "resolvent.mcp._guard": "the MCP start-up guard, for a server that is an MCPServer",
-}
+# The layers, from the ground up, in the order data flows; ARCHITECTURE.md draws them.
+# Each names the modules it holds, by their names inside the package: a folder holds every
+# module under it, and "__init__" is the package itself. A module imports from its own
+# layer and the layers below it, never from one above.
+# layers: begin
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "vocabulary",
+        ("_markers", "_outcomes", "_questions", "_errors", "_scopes", "_frozen", "_log"),
+    ),
+    ("reading one function", ("_annotations", "_kinds", "_signature", "_typecheck")),
+    ("the graph", ("_plan", "_registry", "_checks", "_compiler", "_toposort")),
+    (
+        "the runtime",
+        (
+            "_context",
+            "_threads",
+            "_home",
+            "_shield",
+            "_resources",
+            "_teardown",
+            "_cache",
+            "_sharing",
+            "_rounds",
+            "_failures",
+        ),
+    ),
+    ("the engine", ("_interpreter", "_codegen", "_executor", "_tracing")),
+    (
+        "the container",
+        ("_plans", "_overrides", "_call", "_session", "_startup", "_container", "_mcp_guard"),
+    ),
+    ("stores", ("_stores",)),
+    ("the interface", ("_integration",)),
+    ("state", ("_state", "_leases")),
+    ("the package", ("__init__",)),
+    ("tools", ("_cli", "_bench", "_bench_timing", "_bench_report", "_probe", "_floor", "__main__")),
+    ("integrations", ("mcp", "starlette", "testing", "redis")),
+)
+# layers: end
 
 
-def test_the_core_never_imports_an_integration() -> None:
+def layer_of(name: str, layers: tuple[tuple[str, tuple[str, ...]], ...] = LAYERS) -> int | None:
+    """The index in *layers* of the layer that holds module *name* (None: no layer does)."""
+    inside = name.removeprefix(PACKAGE).removeprefix(".") or "__init__"
+    for index, (_, held) in enumerate(layers):
+        for place in held:
+            if inside == place or (place != "__init__" and inside.startswith(place + ".")):
+                return index
+    return None
+
+
+def with_parents(importer: str, target: str) -> set[str]:
+    """What importing *target* runs: the module and each package above it (whose
+    ``__init__`` runs first), but the package itself and those *importer* is inside of."""
+    parts = target.split(".")
+    found = {".".join(parts[:n]) for n in range(2, len(parts) + 1)}
+    return {t for t in found if not (importer == t or importer.startswith(t + "."))} | {target}
+
+
+def climbs(
+    graph: dict[str, set[str]], layers: tuple[tuple[str, tuple[str, ...]], ...]
+) -> list[str]:
+    """Each import of a module from a layer above the importer's, with both layers."""
+    found: list[str] = []
+    for importer in sorted(graph):
+        low = layer_of(importer, layers)
+        for target in sorted({t for b in graph[importer] for t in with_parents(importer, b)}):
+            high = layer_of(target, layers)
+            if low is not None and high is not None and high > low:
+                found.append(f"{importer} ({layers[low][0]}) imports {target} ({layers[high][0]})")
+    return found
+
+
+def test_every_module_is_in_one_layer() -> None:
     graph = import_graph()
-    integrations = {n for n in graph if n.startswith(f"{PACKAGE}.mcp")} | {
-        f"{PACKAGE}.starlette",
-        f"{PACKAGE}.redis",
+    unplaced = sorted(name for name in graph if layer_of(name) is None)
+    assert not unplaced, f"put these modules in a layer of LAYERS (and ARCHITECTURE.md): {unplaced}"
+    places = [place for _, held in LAYERS for place in held]
+    assert len(places) == len(set(places)), "a module or folder is in two layers"
+
+
+def test_no_module_imports_from_a_layer_above_it() -> None:
+    found = climbs(import_graph(), LAYERS)
+    assert not found, (
+        "a module imports from a layer above its own (see ARCHITECTURE.md): move the name it "
+        "needs down a layer, or pass it in from above:\n  " + "\n  ".join(found)
+    )
+
+
+def test_importing_a_module_runs_the_packages_above_it() -> None:
+    assert with_parents("resolvent._b", "resolvent.mcp._guard") == {
+        "resolvent.mcp",
+        "resolvent.mcp._guard",
     }
-    core = {n for n in graph if n.rpartition(".")[2].startswith("_") and n.count(".") == 1}
-    wrong = {
-        f"{a} -> {b}"
-        for a in sorted(core)
-        for b in sorted(graph[a] & integrations)
-        if b not in CORE_TO_INTEGRATION
-    }
-    assert not wrong, f"the core imports an integration: {sorted(wrong)}"
+    assert with_parents("resolvent.mcp._tool", "resolvent.mcp._guard") == {"resolvent.mcp._guard"}
+    assert with_parents("resolvent.mcp", "resolvent._a.b") == {"resolvent._a", "resolvent._a.b"}
+
+
+def test_a_climb_is_found_through_a_parent_package() -> None:
+    layers = (("low", ("_a",)), ("high", ("mcp",)))
+    graph = {"resolvent._a": {"resolvent.mcp._guard"}, "resolvent.mcp._guard": {"resolvent._a"}}
+    assert climbs(graph, layers) == [
+        "resolvent._a (low) imports resolvent.mcp (high)",
+        "resolvent._a (low) imports resolvent.mcp._guard (high)",
+    ]
+    assert layer_of("resolvent", (("face", ("__init__",)),)) == 0
+    assert layer_of("resolvent._b", (("face", ("__init__",)),)) is None
 
 
 @pytest.mark.parametrize(
@@ -140,3 +225,44 @@ def test_architecture_md_maps_every_module() -> None:
     drawn = set(re.findall(r"[A-Za-z_]\w*", diagram))
     top = {p.stem for p in root.glob("*.py") if p.name != "__init__.py"} | packages
     assert not top - drawn, f"ARCHITECTURE.md's diagram leaves out {sorted(top - drawn)}"
+
+
+def diagram_rows(diagram: str) -> list[tuple[str, str]]:
+    """The diagram's rows, (layer, what it holds): a row begins with its layer's name (after
+    ``->``), two spaces or more, then the modules; a line that begins with spaces only goes on."""
+    rows: list[tuple[str, str]] = []
+    for line in diagram.strip("\n").splitlines():
+        label, _, held = line.strip().removeprefix("-> ").partition("  ")
+        if line.startswith(("  -> ", label)) and held:
+            rows.append((label, held.strip()))
+        elif rows:
+            rows[-1] = (rows[-1][0], f"{rows[-1][1]} {line.strip()}")
+    return rows
+
+
+def test_architecture_md_draws_the_layers_in_order() -> None:
+    """Its diagram has one row per layer of `LAYERS`, in order, naming what each holds: every
+    module, and every folder with the modules inside it."""
+    diagram = ARCHITECTURE.read_text(encoding="utf-8").split("```")[1]
+    rows = diagram_rows(diagram)
+    assert [label for label, _ in rows] == [name for name, _ in LAYERS], (
+        "ARCHITECTURE.md's diagram must draw the layers of tests/test_layout.py's LAYERS, in order"
+    )
+    root = SRC / PACKAGE
+    missing: list[str] = []
+    for (name, held), (_, row) in zip(LAYERS, rows, strict=True):
+        words = set(re.findall(r"[A-Za-z_]\w*", row))
+        for place in held:
+            folder = root / place.replace(".", "/")
+            inner = (
+                {p.stem for p in folder.glob("*.py")} - {"__init__"} if folder.is_dir() else set()
+            )
+            missing += [
+                f"{name}: {n}" for n in sorted({place.split(".")[-1]} | inner) if n not in words
+            ]
+    assert not missing, f"ARCHITECTURE.md's diagram leaves out {missing}"
+
+
+def test_diagram_rows_are_read_as_drawn() -> None:
+    diagram = "\nlow       _a, _b,\n          _c\n  -> high  mcp/ (x)\n"
+    assert diagram_rows(diagram) == [("low", "_a, _b, _c"), ("high", "mcp/ (x)")]

@@ -163,6 +163,7 @@ from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.resolve import Resolve as SdkResolve
 
 from resolvent import Container, InvalidSignature, Resolve
 
@@ -191,6 +192,18 @@ async def main() -> None:
                 print("started")
         except InvalidSignature as exc:
             print("refused:", "tool 'hello'" in str(exc))
+    # The SDK's own marker, on a prompt (where the SDK does not answer it), is refused too.
+    server = MCPServer("fresh", lifespan=container.lifespan)
+
+    @server.prompt()
+    async def greet(who: Annotated[str, SdkResolve(owner)]) -> str:
+        return who
+
+    try:
+        async with server.settings.lifespan(server):
+            print("started")
+    except InvalidSignature as exc:
+        print("refused:", "prompt 'greet'" in str(exc))
 
 
 anyio.run(main)
@@ -205,4 +218,4 @@ def test_a_server_module_that_never_imports_resolvent_mcp_is_refused() -> None:
         [sys.executable, "-c", FRESH], capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[:2] == ["refused: True", "refused: True"], proc.stdout
+    assert proc.stdout.split("\n")[:3] == ["refused: True"] * 3, proc.stdout

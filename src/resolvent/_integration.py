@@ -40,7 +40,7 @@ from ._errors import (
 from ._executor import is_cold
 from ._home import spawn_home
 from ._log import logger
-from ._markers import HANDLER, Resolve, inline, is_inline, is_settling, settles
+from ._markers import HANDLER, INJECTED, Resolve, inline, is_inline, is_settling, settles
 from ._overrides import OverrideBlock
 from ._plan import Plan, Step
 from ._plans import Starter
@@ -67,6 +67,7 @@ from ._teardown import Kept, settle
 __all__ = (
     "HANDLER",
     "IMPLICIT_SCOPE",
+    "INJECTED",
     "LASTING",
     "RESOLVE_MARKERS",
     "AnswerTimeout",

@@ -24,6 +24,9 @@ _SETTLES = "__resolvent_settles__"
 HANDLER = "__resolvent_handler__"
 """The attribute an integration's wrapper (``resolvent.starlette.inject``) keeps the
 function it wraps in, for the command line to compile the handler, not the wrapper."""
+INJECTED = "__resolvent_injected__"
+"""The attribute ``resolvent.mcp.inject`` sets on the functions it returns, which the MCP
+start-up guard reads."""
 
 
 class Resolve:

@@ -35,7 +35,7 @@ def run_start_checks(server: Any) -> None:
     if any(cls.__module__.partition(".")[0] == "mcp" for cls in type(server).__mro__):
         # An MCP server (the SDK is loaded, since it exists): its guard runs even if the
         # server module never imported resolvent.mcp, as one that forgot @inject does not.
-        from .mcp._guard import check_if_server
+        from ._mcp_guard import check_if_server
 
         if check_if_server not in checks:
             checks.append(check_if_server)

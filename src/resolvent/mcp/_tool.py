@@ -44,6 +44,7 @@ from .. import (
     StateError,
 )
 from .._integration import (
+    INJECTED,
     AnswerTimeout,
     CallTimeout,
     app_scope,
@@ -67,7 +68,6 @@ from ._errors import (
     state_refusal,
     uses_sdk_markers,
 )
-from ._guard import INJECTED
 from ._sessions import SessionTable, close_entries, connection_of, table_for
 
 __all__ = ("inject",)

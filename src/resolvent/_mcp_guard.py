@@ -1,9 +1,12 @@
-"""The start-up guard: handlers that carry resolver markers but were registered without
+"""The MCP start-up guard: handlers that carry resolver markers but were registered without
 `inject`, whose internal parameters would otherwise become client-facing arguments.
 
 `check_server` walks an `MCPServer`'s tools, prompts, resources and resource templates;
 ``container.lifespan`` and ``container.wrap_lifespan`` run it when an `MCPServer` starts,
-whether or not the server's module imported `resolvent.mcp`.
+whether or not the server's module imported `resolvent.mcp`. It lives below the container,
+not in `resolvent.mcp`, because the container's start-up imports it: importing a module of
+`resolvent.mcp` runs that package, which imports the container. It imports the MCP SDK,
+and is imported only once an SDK server exists (by the start-up) or by `resolvent.mcp`.
 """
 
 from __future__ import annotations
@@ -15,13 +18,11 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.resolve import Resolve as SdkResolve
 
-from .._errors import InvalidSignature
-from .._signature import RESOLVE_MARKERS
+from ._errors import InvalidSignature
+from ._markers import INJECTED
+from ._signature import RESOLVE_MARKERS
 
-__all__ = ("INJECTED", "check_server")
-
-INJECTED = "__resolvent_injected__"
-"""The attribute `inject` sets on the functions it returns."""
+__all__ = ("check_if_server", "check_server")
 
 
 def _handlers(server: MCPServer[Any]) -> Iterator[tuple[str, str, str, Callable[..., Any]]]:
@@ -53,7 +54,8 @@ def _marked(fn: Callable[..., Any], kind: str) -> list[str]:
         if name == "return" or typing.get_origin(hint) is not typing.Annotated:
             continue
         for meta in hint.__metadata__:
-            if not isinstance(meta, tuple(RESOLVE_MARKERS)):
+            # The SDK's marker counts whether or not `resolvent.mcp` registered it yet.
+            if not isinstance(meta, (*RESOLVE_MARKERS, SdkResolve)):
                 continue
             # The SDK answers its own markers on tools; nowhere else.
             if kind == "tool" and isinstance(meta, SdkResolve):
