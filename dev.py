@@ -9,7 +9,7 @@ Usage:
     python3 dev.py bench --python 3.12[,3.13...] [ARGS]
                                  the same under other CPythons, one run each (see below)
     python3 dev.py docs          build the documentation (mkdocs build --strict)
-    python3 dev.py mutate [MODULE ...]
+    python3 dev.py mutate [--jobs N] [MODULE ...]
                                  mutation testing of MODULEs (default: all in MUTATE)
 
 The first run creates .venv next to this file and installs the project into it,
@@ -31,8 +31,11 @@ let through. It prints each module's kill rate and its survivors (`mutmut show N
 `mcp/_sessions`, `_stores` for the package); MUTATE lists the tests each runs, and MUTANTS.md
 the last kill rates and the survivors that are equivalent. Run it on a module you changed,
 before landing: kill a survivor with a new test, or list it as equivalent when it cannot
-change anything a user observes. One module takes minutes to half an hour on two shared
-cores, so CI does not run it on every change: a scheduled job runs `python3 dev.py mutate`.
+change anything a user observes. Async tests run on asyncio only there, fastest first.
+`--jobs N` caps the workers (default: one per core). It exits 1 when a module's tests kill
+under 90% of its mutants. One module takes minutes to half an hour on two shared cores, so
+CI runs it beside the main run, on the modules a change touches (`.ci/jobs.py mutate
+--changed BASE`), and on all of them on a schedule (MUTANTS.md says when and why).
 
 `bench --python X.Y` finds CPython X.Y (pythonX.Y on PATH, else pyenv's), makes
 .venv-bench/pyX.Y with the package and its mcp, fastapi and bench extras, each package
@@ -88,6 +91,7 @@ BENCH_EXTRAS = ("mcp", "fastapi", "bench")
 RESULTS = ROOT / "benchmarks" / "results"
 
 MUTATE_WORK = ROOT / ".mutate"
+MUTATE_FLOOR = 90.0  # percent of a module's mutants its tests must kill
 # The modules `mutate` runs by default, and the test files that defend each: the stats run
 # (which tests reach which function) covers only these, so a module takes minutes.
 _STATE_TESTS = (
@@ -108,6 +112,9 @@ MUTATE: dict[str, tuple[str, ...]] = {
         "tests/test_web_methods.py",
         "tests/test_web_lifespan.py",
         "tests/test_promises_integrations.py",
+        "tests/test_state_web.py",  # a Starlette route's arguments from its path and query
+        "tests/test_state_settle_web.py",  # a write refused as the call settles: 409, 413, 503
+        "tests/test_lifecycle_handlers.py",  # sync endpoints in a thread unless inline
     ),
     "_teardown": (
         "tests/test_lifecycle_teardown_order.py",
@@ -116,11 +123,15 @@ MUTATE: dict[str, tuple[str, ...]] = {
         "tests/test_lifecycle_faults.py",
         "tests/test_core_promises.py",
         "tests/test_promises_core.py",
+        "tests/test_override_async_resources.py",  # an override's resources, closed in reverse
+        "tests/test_state_settle.py",  # writes settled before the call returns
     ),
     "_checks": (
         "tests/test_core_compile_errors.py",
         "tests/test_core_mistakes.py",
         "tests/test_core_typecheck.py",
+        "tests/test_core_typecheck_elicit.py",  # a question's answer of the wrong type
+        "tests/test_core_cm_classes.py",  # a context manager class asked for itself
         "tests/test_promises_core.py",
     ),
     "_cli": ("tests/test_cli.py", "tests/test_bench.py", "tests/test_promises_core.py"),
@@ -443,18 +454,43 @@ def mutate_config(module: str, tests: Sequence[str]) -> str:
     def toml_list(items: Sequence[str]) -> str:
         return "[" + ", ".join(f'"{item}"' for item in items) + "]"
 
+    # Each async test runs on asyncio only (a mutant that only trio would catch counts as
+    # alive: the rate errs low), which halves what a surviving mutant costs.
+    args = ["-p", "no:cacheprovider", "-q", "-x", "-k", "not trio"]
     return (
         "\n[tool.mutmut]\n"
         'source_paths = ["src"]\n'
         f"only_mutate = {toml_list(only)}\n"
         'also_copy = ["examples", "benchmarks"]\n'
-        f"pytest_add_cli_args = {toml_list(['-p', 'no:cacheprovider', '-q', '-x'])}\n"
+        f"pytest_add_cli_args = {toml_list(args)}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
     )
 
 
-def mutate_module(module: str) -> dict[str, int] | None:
-    """Run mutmut on *module* in a fresh copy of the project; its counts, or None."""
+# Appended to the copy's tests/conftest.py (never to the project's): mutmut hands a mutant's
+# tests to pytest in no particular order, and pytest runs them in file order; fastest first,
+# by the durations of mutmut's first run, a mutant that a quick test kills stops at once.
+MUTATE_ORDER = """
+
+class _FastestFirst:
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        import json
+
+        stats = Path("mutmut-stats.json")  # mutmut runs the tests in its mutants/ folder
+        if os.environ.get("MUTANT_UNDER_TEST") and stats.exists():
+            took = json.loads(stats.read_text(encoding="utf-8"))["duration_by_test"]
+            items.sort(key=lambda item: took.get(item.nodeid, 0.0))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_FastestFirst(), "resolvent-mutate-order")
+"""
+
+
+def mutate_module(module: str, venv_dir: Path = VENV, jobs: int = 0) -> dict[str, int] | None:
+    """Run mutmut on *module* in a fresh copy of the project, with the mutmut of *venv_dir*
+    and *jobs* workers (0: one per core); its counts, or None."""
     tests = MUTATE.get(module)
     if tests is None:
         path = SRC_PACKAGE / module
@@ -471,20 +507,25 @@ def mutate_module(module: str) -> dict[str, int] | None:
     (work / "pyproject.toml").write_text(
         PYPROJECT.read_text(encoding="utf-8") + mutate_config(module, tests), encoding="utf-8"
     )
-    mutmut = venv_bin() / "mutmut"
-    jobs = str(os.cpu_count() or 1)
+    with (work / "tests" / "conftest.py").open("a", encoding="utf-8") as conftest:
+        conftest.write(MUTATE_ORDER)
+    mutmut = venv_dir / ("Scripts" if os.name == "nt" else "bin") / "mutmut"
+    env = child_env(venv_dir)
+    workers = str(jobs or os.cpu_count() or 1)
     nice = ["nice", "-n", "10"] if shutil.which("nice") else []
     log(f"mutate {module}: mutmut run in {work.relative_to(ROOT)} (tests: {' '.join(tests)})")
     started = time.monotonic()
-    proc = subprocess.run(
-        [*nice, str(mutmut), "run", "--max-children", jobs], cwd=work, env=child_env(),
-        check=False,
-    )  # fmt: skip
+    with (work / "mutmut-run.log").open("w", encoding="utf-8") as out:  # its progress bar
+        proc = subprocess.run(
+            [*nice, str(mutmut), "run", "--max-children", workers], cwd=work, env=env,
+            check=False, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
     if proc.returncode != 0:
-        log(f"mutate {module}: mutmut run failed (exit {proc.returncode})")
+        log(f"mutate {module}: mutmut run failed (exit {proc.returncode}); its output is in "
+            f"{(work / 'mutmut-run.log').relative_to(ROOT)}")  # fmt: skip
         return None
     subprocess.run(
-        [str(mutmut), "export-cicd-stats"], cwd=work, env=child_env(), check=False,
+        [str(mutmut), "export-cicd-stats"], cwd=work, env=env, check=False,
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     import json
@@ -493,8 +534,7 @@ def mutate_module(module: str) -> dict[str, int] | None:
         (work / "mutants" / "mutmut-cicd-stats.json").read_text(encoding="utf-8")
     )
     results = subprocess.run(
-        [str(mutmut), "results"], cwd=work, env=child_env(), check=False,
-        capture_output=True, text=True,
+        [str(mutmut), "results"], cwd=work, env=env, check=False, capture_output=True, text=True,
     ).stdout  # fmt: skip
     survivors = [line.strip() for line in results.splitlines() if line.strip()]
     if survivors:
@@ -505,32 +545,50 @@ def mutate_module(module: str) -> dict[str, int] | None:
     return counts
 
 
+def killed_percent(counts: dict[str, int]) -> float:
+    """Mutants killed (a test failed, or they hung) out of every mutant tried."""
+    tried = counts["total"] - counts.get("skipped", 0)
+    killed = counts["killed"] + counts.get("timeout", 0)
+    return 100.0 * killed / tried if tried else 100.0
+
+
 def kill_rate(counts: dict[str, int]) -> str:
     tried = counts["total"] - counts.get("skipped", 0)
     killed = counts["killed"] + counts.get("timeout", 0)
-    rate = 100.0 * killed / tried if tried else 100.0
     return (
-        f"{killed}/{tried} killed ({rate:.1f}%), {counts['survived']} survived, "
+        f"{killed}/{tried} killed ({killed_percent(counts):.1f}%), {counts['survived']} survived, "
         f"{counts.get('no_tests', 0)} reached by no test, {counts['seconds']} s"
     )
 
 
-def action_mutate(args: list[str]) -> int:
-    modules = [a.removesuffix(".py").removeprefix("src/resolvent/") for a in args] or list(MUTATE)
+def mutate(modules: Sequence[str], venv_dir: Path = VENV, jobs: int = 0) -> int:
+    """Mutation-test *modules* one after the other: 0 when each kills at least MUTATE_FLOOR
+    percent of its mutants, else 1."""
     rates: dict[str, str] = {}
     failed = 0
     for module in modules:
-        counts = mutate_module(module)
+        counts = mutate_module(module, venv_dir, jobs)
         if counts is None:
             failed = 1
             continue
         rates[module] = kill_rate(counts)
         log(f"mutate {module}: {rates[module]}")
+        if killed_percent(counts) < MUTATE_FLOOR:
+            rates[module] += f": UNDER {MUTATE_FLOOR:.0f}%"
+            failed = 1
     if rates:
         print("\nkill rate per module:")
         for module, rate in rates.items():
             print(f"  {module:16} {rate}")
     return failed
+
+
+def action_mutate(args: list[str]) -> int:
+    jobs = 0
+    if args[:1] == ["--jobs"] and len(args) > 1 and args[1].isdigit():
+        jobs, args = int(args[1]), args[2:]
+    modules = [a.removesuffix(".py").removeprefix("src/resolvent/") for a in args] or list(MUTATE)
+    return mutate(modules, jobs=jobs)
 
 
 ACTIONS = {
