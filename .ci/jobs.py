@@ -11,6 +11,9 @@ Usage:
     python3 .ci/jobs.py instructions    instructions per call (callgrind) against the baseline
     python3 .ci/jobs.py instructions --update WHY
                                         count the baseline again, in the job's virtualenv
+    python3 .ci/jobs.py mutate [--changed BASE]
+                                        mutation testing (MUTANTS.md) of every module dev.py
+                                        lists, or of those the change since BASE touches
 
 Each job makes its own virtualenv under .venv-ci/ and installs only what it needs from
 pyproject.toml (the package, the `test` extra, the extras the job is about); only `peers`
@@ -36,7 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from dev import find_python  # noqa: E402  (one interpreter finder for dev.py and CI)
+import dev  # noqa: E402  (one interpreter finder, one mutation runner for dev.py and CI)
+from dev import find_python  # noqa: E402
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 JOBS = ROOT / ".venv-ci"
@@ -383,6 +387,40 @@ def job_instructions(update: str | None = None) -> int:
     return run(py, "-m", "benchmarks.instructions", *mode, env=env_without_source())
 
 
+def changed_modules(base: str) -> list[str]:
+    """The modules of dev.py's MUTATE whose source differs from *base* (a commit)."""
+    listed = subprocess.run(
+        ["git", "diff", "--name-only", base, "--"], cwd=ROOT, capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    if listed.returncode != 0:
+        raise SystemExit(f"jobs.py mutate: git diff against {base!r} failed: {listed.stderr}")
+    paths = listed.stdout.split()
+    return [
+        module
+        for module in dev.MUTATE
+        if any(
+            path == f"src/resolvent/{module}.py" or path.startswith(f"src/resolvent/{module}/")
+            for path in paths
+        )
+    ]
+
+
+def job_mutate(base: str | None = None) -> int:
+    """Mutation testing (`dev.py mutate`) of the modules MUTANTS.md lists, or, with *base*,
+    of those whose source changed since that commit; it fails when a module's tests kill
+    under 90% of its mutants (dev.MUTATE_FLOOR). Only source changes choose a module: a
+    change to tests alone is measured by the full run."""
+    modules = list(dev.MUTATE) if base is None else changed_modules(base)
+    if not modules:
+        log(f"no module of MUTANTS.md changed since {base}: nothing to mutate")
+        return 0
+    log(f"mutating {', '.join(modules)}")
+    py = make_venv("mutate", sys.executable)
+    pip(py, "-e", f".[{','.join((*SUITE_EXTRAS, 'mutate'))}]")
+    return dev.mutate(modules, venv_dir=JOBS / "mutate")
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["floors"] and len(argv) == 1:
         return job_floors()
@@ -400,6 +438,10 @@ def main(argv: list[str]) -> int:
         return job_instructions()
     if argv[:2] == ["instructions", "--update"] and len(argv) == 3:
         return job_instructions(argv[2])
+    if argv[:1] == ["mutate"] and len(argv) == 1:
+        return job_mutate()
+    if argv[:2] == ["mutate", "--changed"] and len(argv) == 3:
+        return job_mutate(argv[2])
     print(__doc__.split("\n\n", 2)[1] if __doc__ else "", file=sys.stderr)
     return 2
 
