@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from resolvent.__main__ import main
+from snapshot import assert_snapshot
 
 HERE = Path(__file__).parent
 
@@ -207,3 +208,17 @@ def test_mcp_prompts_and_resources_show_the_handlers_graph(
     assert code == 0, err
     assert out.startswith(f"plan for graph_sample_mcp.{head}")
     assert edge in out
+
+
+# The command line's help is what a user reads first: every option, its argument's name,
+# its default and its choices, as `resolvent --help` and each command's `--help` print them.
+@pytest.mark.parametrize("argv", [[], ["graph"], ["bench"]], ids=["resolvent", "graph", "bench"])
+def test_the_help_of_each_command(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")  # argparse wraps the help to the terminal's width
+    monkeypatch.setenv("NO_COLOR", "1")  # and colours it on a terminal (Python 3.14)
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--help"])
+    assert info.value.code == 0
+    assert_snapshot(f"cli_help_{'_'.join(['resolvent', *argv])}", capsys.readouterr().out)
