@@ -205,6 +205,7 @@ class Tracked:
         self.opened: list[str] = []
         self.closed: dict[str, anyio.Event] = {}
         self.gates: dict[str, anyio.Event] = {}
+        self.failing = ""  # the user whose SESSION value's teardown raises
 
     def closing(self, name: str) -> anyio.Event:
         return self.closed.setdefault(name, anyio.Event())
@@ -226,6 +227,8 @@ def keyed_server(tracked: Tracked, **options: object) -> MCPServer:
             yield value
         finally:
             value["open"] = False
+            if value["name"] == tracked.failing:
+                raise RuntimeError(f"{tracked.failing}'s teardown broke")
             tracked.closing(str(value["name"])).set()
 
     def label(acct: dict[str, object], user: str) -> None:
@@ -323,3 +326,35 @@ async def test_more_connections_than_max_sessions_keep_their_values() -> None:
     # Each connection's values closed once, when it ended.
     for n in (1, 2, 3):
         assert events.count(f"identity {n} close") == 1
+
+
+async def test_a_session_whose_teardown_fails_is_logged_and_the_others_still_close(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Closing the keyed sessions at shutdown (most recently used first): bob's teardown
+    # fails, which the server's log says in one line with its traceback; alice's closes.
+    tracked = Tracked()
+    server = keyed_server(tracked)
+    async with client(server, "2026-07-28") as c:
+        for user in ("alice", "bob"):
+            assert text(await c.call_tool("visit", {"user": user})) == f"hello {user}"
+        tracked.failing = "bob"
+    failed = [r for r in caplog.records if r.name == "resolvent.mcp"]
+    assert [(r.levelname, r.getMessage()) for r in failed] == [
+        ("ERROR", "resolvent.mcp: closing a SESSION scope failed")
+    ]
+    assert failed[0].exc_info and str(failed[0].exc_info[1]) == "bob's teardown broke"
+    assert tracked.closing("alice").is_set()
+
+
+async def test_a_closed_connection_leaves_nothing_behind() -> None:
+    # A long-running server sees many connections: each one's SESSION scope is forgotten
+    # when it closes, so the server does not grow with the connections it has served.
+    events: list[str] = []
+    server, container = build(events)
+    async with client(server, "legacy") as two:
+        for _ in range(3):
+            async with client(server, "legacy") as one:
+                await one.call_tool("whoami", {})
+        await two.call_tool("whoami", {})
+        assert len(table_of(container).connections) == 1  # only the one still connected
