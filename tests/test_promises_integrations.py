@@ -89,6 +89,21 @@ async def test_users_of_one_oauth_client_are_different_principals(mode: str) -> 
                 assert text(await robot_again.call_tool("show_cart", {"cart": mine})) == "{}"
 
 
+def test_a_principal_is_spelled_as_the_values_already_stored_expect() -> None:
+    # A store keeps each value under its owner's principal (hashed): a server restarted on
+    # a newer release finds the carts it kept only if every token still names the same
+    # principal, issuer or none, subject or client id.
+    from resolvent.mcp._principal import authenticated_principal
+
+    assert authenticated_principal() is None  # no token: anonymous, State's own default
+    with signed_in("alice", "shop-app"):
+        assert authenticated_principal() == "subject::alice"
+    with signed_in("alice", "shop-app", issuer="https://idp.example"):
+        assert authenticated_principal() == "subject:https://idp.example:alice"
+    with signed_in(None, "robot"):
+        assert authenticated_principal() == "client:robot"
+
+
 class Tracked:
     """SESSION values by key (the tool's `user` argument), each with a close event."""
 
