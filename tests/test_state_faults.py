@@ -396,15 +396,23 @@ def test_a_web_route_answers_503_while_the_store_is_down_and_200_once_it_is_back
                 ("POST", "/plain/carts"),
             ):
                 caplog.clear()
-                with caplog.at_level(logging.INFO):
+                with caplog.at_level(logging.DEBUG, logger="resolvent"):
                     answer = client.request(method, path)
                 assert answer.status_code == 503, answer.text
                 assert answer.json() == {
                     "detail": "the state store is unavailable; try again in a moment"
                 }
+                assert answer.headers["Retry-After"] == "1"  # a client's back-off reads it
                 loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
                 assert [r.name for r in loud] == ["resolvent"], [r.getMessage() for r in loud]
-                assert f"cannot reach {url}" in loud[0].getMessage()
+                line = loud[0].getMessage()  # one line, the error's first: no traceback
+                assert line.startswith("resolvent: the state store is unavailable: ")
+                assert f"cannot reach {url}" in line and "\n" not in line
+                # The traceback is there for whoever turns DEBUG on.
+                traced = [r for r in caplog.records if r.levelno == logging.DEBUG]
+                assert [(r.name, r.getMessage()) for r in traced if r.exc_info] == [
+                    ("resolvent", "resolvent: the store's error")
+                ]
             server.start()  # back, on the same port (empty: this Valkey keeps nothing on disk)
             assert client.post("/carts").status_code == 200
             assert client.post("/plain/carts").status_code == 200

@@ -20,6 +20,7 @@ from starlette.testclient import TestClient
 from modes import MODES, make_container
 from resolvent import Container, Resolve, Scope, inline
 from resolvent.starlette import inject
+from snapshot import assert_snapshot
 
 BACKENDS = ["asyncio", "trio"]
 
@@ -408,7 +409,19 @@ def test_a_route_puts_its_exit_on_fastapis_stack_with_one_append() -> None:
     this fails (and routes fall back to `push_async_exit`)."""
     from resolvent import starlette
 
-    assert starlette._APPENDS
+    assert starlette._APPENDS and starlette._appends()
+
+
+async def test_a_generator_outside_fastapis_dependencies_says_where_it_serves() -> None:
+    container = Container()
+
+    @inject(container)
+    async def unit() -> AsyncIterator[str]:
+        yield "unit"
+
+    with pytest.raises(TypeError) as info:
+        await anext(unit())  # as a Starlette endpoint (or any caller but FastAPI) would
+    assert_snapshot("starlette_generator_outside_fastapi", str(info.value))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

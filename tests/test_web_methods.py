@@ -21,6 +21,7 @@ from starlette.testclient import TestClient
 from modes import MODES, make_container
 from resolvent import Container, Resolve, Scope, inline
 from resolvent.starlette import inject
+from snapshot import assert_snapshot
 
 BACKENDS = ["asyncio", "trio"]
 
@@ -183,5 +184,34 @@ def test_bound_methods_as_fastapi_routes(mode: str, backend: str) -> None:
 async def test_a_method_called_with_extra_arguments_says_what_inject_serves() -> None:
     container, cursor = cursor_container([])
     api = notes_class(container, cursor)("x")
-    with pytest.raises(TypeError, match=r"page was called with 2 positional argument\(s\)"):
+    with pytest.raises(TypeError) as info:
         await api.page("surplus", "request")
+    assert_snapshot("starlette_method_extra_arguments", str(info.value))
+
+
+def test_a_generator_method_is_a_fastapi_dependency_bound_to_its_instance() -> None:
+    from fastapi import Depends
+
+    events: list[str] = []
+    container, cursor = cursor_container(events)
+
+    class Api:
+        def __init__(self, prefix: str) -> None:
+            self.prefix = prefix
+
+        @inject(container)
+        async def unit(self, c: Annotated[Cursor, Resolve(cursor)]) -> AsyncIterator[str]:
+            yield f"{self.prefix} {c.n}"
+            events.append("unit ends")
+
+    api = Api("unit of")
+    app = FastAPI(lifespan=container.lifespan)
+
+    @app.get("/")
+    async def route(u: Annotated[str, Depends(api.unit)]) -> str:
+        return u
+
+    with TestClient(app) as client:
+        assert client.get("/").json() == "unit of 1"
+    assert events == ["pool opened", "cursor 1 opened", "unit ends", "cursor 1 closed",
+                      "pool closed"]  # fmt: skip
