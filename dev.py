@@ -102,8 +102,8 @@ _STATE_TESTS = (
 )
 MUTATE: dict[str, tuple[str, ...]] = {
     "_state": (*_STATE_TESTS, "tests/test_promises_integrations.py", "tests/test_state_web.py"),
-    "_stores": _STATE_TESTS,
-    "redis": _STATE_TESTS,
+    "_stores": _STATE_TESTS,  # memory, sqlite, opener: the package less what is listed apart
+    "_stores/redis": _STATE_TESTS,
     "mcp/_sessions": ("tests/test_mcp_sessions.py", "tests/test_promises_integrations.py"),
     "mcp/_principal": ("tests/test_promises_integrations.py",),
     "starlette": (
@@ -453,6 +453,7 @@ def mutate_config(module: str, tests: Sequence[str]) -> str:
     """The [tool.mutmut] section for one module (mutmut reads it from pyproject.toml)."""
     path = SRC_PACKAGE / module
     only = [f"src/resolvent/{module}/*.py"] if path.is_dir() else [f"src/resolvent/{module}.py"]
+    apart = [f"src/resolvent/{other}.py" for other in MUTATE if other.startswith(f"{module}/")]
 
     def toml_list(items: Sequence[str]) -> str:
         return "[" + ", ".join(f'"{item}"' for item in items) + "]"
@@ -464,6 +465,7 @@ def mutate_config(module: str, tests: Sequence[str]) -> str:
         "\n[tool.mutmut]\n"
         'source_paths = ["src"]\n'
         f"only_mutate = {toml_list(only)}\n"
+        f"do_not_mutate = {toml_list(apart)}\n"
         'also_copy = ["examples", "benchmarks"]\n'
         f"pytest_add_cli_args = {toml_list(args)}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"

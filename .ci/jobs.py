@@ -395,15 +395,16 @@ def changed_modules(base: str) -> list[str]:
     )  # fmt: skip
     if listed.returncode != 0:
         raise SystemExit(f"jobs.py mutate: git diff against {base!r} failed: {listed.stderr}")
-    paths = listed.stdout.split()
-    return [
-        module
-        for module in dev.MUTATE
-        if any(
-            path == f"src/resolvent/{module}.py" or path.startswith(f"src/resolvent/{module}/")
-            for path in paths
-        )
-    ]
+    found: list[str] = []
+    for path in listed.stdout.split():
+        owners = [  # the module, or the package holding it (the most specific one listed)
+            module
+            for module in dev.MUTATE
+            if path == f"src/resolvent/{module}.py" or path.startswith(f"src/resolvent/{module}/")
+        ]
+        if owners:
+            found.append(max(owners, key=len))
+    return [module for module in dev.MUTATE if module in found]
 
 
 def job_mutate(base: str | None = None) -> int:
