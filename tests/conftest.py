@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,21 @@ if os.environ.get("RESOLVENT_TEST_INSTALLED"):
         raise RuntimeError(
             f"RESOLVENT_TEST_INSTALLED is set, but resolvent comes from {resolvent.__file__}"
         )
+
+
+@pytest.fixture(scope="session")
+def valkey_url() -> Iterator[str]:
+    """The URL of the run's one real Valkey server, started by the first test that asks.
+
+    Defined here, once, so every module shares it: a session fixture imported into each
+    module would be a fixture of each module, one server per module. Each test keeps to
+    a key prefix of its own (`state_helpers.open_test_store`).
+    """
+    from state_helpers import valkey_server
+
+    with valkey_server() as url:
+        yield url
+
 
 ANYIO_BACKENDS = [
     pytest.param("asyncio", id="asyncio"),

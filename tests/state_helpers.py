@@ -6,7 +6,7 @@ import contextlib
 import os
 import secrets
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,22 @@ from mcp_helpers import free_port
 from resolvent import MemoryStore, SqliteStore, StateStore
 
 STORES = ["memory", "sqlite", "redis"]
+
+
+def stores_and_modes(modes: Sequence[str], backend: str = "anyio_backend") -> pytest.MarkDecorator:
+    """Parametrize a test of `State` by ``store_kind``, ``mode`` and *backend* (the anyio
+    backend, or a TestClient's ``backend``) pairwise, not as their product.
+
+    Every mode in *modes* runs on asyncio and on trio with the memory store: what the modes
+    and backends change is the call's own code, not the store's. SQLite and Redis run once
+    each, SQLite in the last mode on trio (its worker threads), Redis in the first on
+    asyncio. What a store must do on each backend is the conformance suite's
+    (test_state_conformance.py), which runs every store on both.
+    """
+    combos = [("memory", mode, loop) for mode in modes for loop in ("asyncio", "trio")]
+    combos += [("sqlite", modes[-1], "trio"), ("redis", modes[0], "asyncio")]
+    params = [pytest.param(*combo, id="-".join(combo)) for combo in combos]
+    return pytest.mark.parametrize(("store_kind", "mode", backend), params)
 
 
 class Clock:
@@ -61,9 +77,13 @@ def valkey_server() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def valkey_url() -> Iterator[str]:
-    with valkey_server() as url:
-        yield url
+def valkey_url(valkey_url: str) -> str:
+    """The run's one Valkey server (the fixture of the same name in conftest.py).
+
+    Tests need not import this: conftest.py's fixture reaches every module. A module that
+    still imports it gets this one, which hands on that same server instead of a second.
+    """
+    return valkey_url
 
 
 @contextlib.asynccontextmanager

@@ -36,7 +36,7 @@ from resolvent import (
     open_store,
 )
 from snapshot import assert_snapshot
-from state_helpers import STORES, Clock, open_test_store, valkey_url  # noqa: F401
+from state_helpers import STORES, Clock, open_test_store
 
 pytestmark = pytest.mark.network  # the Redis store talks to 127.0.0.1
 
@@ -256,7 +256,7 @@ async def test_a_relative_sqlite_url_opens_in_the_working_directory(
 
 # "every read ... refreshes it" and "Redis removes them with PEXPIRE": the refresh reaches
 # the server's own expiry of the key, or the server drops a value still in use.
-async def test_a_redis_read_moves_the_servers_expiry(valkey_url: str) -> None:  # noqa: F811
+async def test_a_redis_read_moves_the_servers_expiry(valkey_url: str) -> None:
     from resolvent.redis import RedisStore
 
     async with RedisStore.connect(valkey_url, prefix=f"p{free_port()}") as store:
@@ -594,7 +594,7 @@ async def test_a_url_naming_no_store_says_which_would(url: str) -> None:
 
 # RedisStore: "Keys are `{prefix}:{kind}:{owner}:{handle}`" (docs/state.md), the prefix
 # "resolvent" unless given.
-async def test_redis_keys_start_with_the_default_prefix(valkey_url: str) -> None:  # noqa: F811
+async def test_redis_keys_start_with_the_default_prefix(valkey_url: str) -> None:
     from resolvent.redis import RedisStore
 
     async with RedisStore.connect(valkey_url) as store:

@@ -28,7 +28,6 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from mcp_helpers import MODES, answering, client, free_port, wait_listening
-from state_helpers import valkey_url  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVE = [sys.executable, "-m", "examples.cart_server", "--transport", "http"]

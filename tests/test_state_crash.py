@@ -27,7 +27,6 @@ import pytest
 from mcp.client import Client
 
 from mcp_helpers import free_port, wait_listening
-from state_helpers import valkey_url  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

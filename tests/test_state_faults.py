@@ -32,7 +32,6 @@ from resolvent import (
     StoreUnavailable,
     open_store,
 )
-from state_helpers import valkey_url  # noqa: F401
 
 # Every fault here is injected between RedisStore and a real Valkey.
 pytest.importorskip("coredis", reason="the Redis store needs the redis extra (coredis)")

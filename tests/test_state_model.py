@@ -42,7 +42,7 @@ from resolvent import (
     StateNotFound,
     StateStore,
 )
-from state_helpers import STORES, Clock, open_test_store, valkey_url  # noqa: F401
+from state_helpers import STORES, Clock, open_test_store
 
 pytestmark = pytest.mark.network  # the Redis store talks to 127.0.0.1
 

@@ -1,8 +1,8 @@
 """Parameters of one call that reach one handle share its lease and its value.
 
 ``merge(src=h, dst=h)``: two kinds of one name, whose handles are two call arguments,
-given the same handle. Every store (memory, a SQLite file, a real Valkey), every
-execution mode, on asyncio and trio: both parameters get one `Held`, one load, one
+given the same handle. Every store (memory, a SQLite file, a real Valkey) and every
+execution mode, on asyncio and trio (pairwise: `stores_and_modes`): both parameters get one `Held`, one load, one
 lease, one write; a read and an edit of one handle see one value, whichever resolves
 first; and when a write of the call is refused, its error says truly what was written
 and the call writes nothing after it.
@@ -28,21 +28,13 @@ from resolvent import (
     StateNotFound,
     StateStore,
 )
-from state_helpers import STORES, Clock, open_test_store, valkey_url  # noqa: F401
+from state_helpers import Clock, open_test_store, stores_and_modes
 
 pytestmark = pytest.mark.network  # the Redis store talks to 127.0.0.1
 
 
 class Cart(BaseModel):
     items: dict[str, int] = {}
-
-
-@pytest.fixture(params=STORES)
-def store_kind(request: pytest.FixtureRequest) -> str:
-    kind: str = request.param
-    if kind == "redis":
-        request.getfixturevalue("valkey_url")
-    return kind
 
 
 class Kit:
@@ -92,7 +84,7 @@ class Kit:
         return await self.container.run(fn, **kwargs)
 
 
-@pytest.mark.parametrize("mode", MODES)
+@stores_and_modes(MODES)
 async def test_two_parameters_on_one_handle_share_its_lease_and_value(
     store_kind: str, mode: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -164,7 +156,7 @@ async def test_two_parameters_on_one_handle_share_its_lease_and_value(
             assert await kit.run(kit.open_cart) != two
 
 
-@pytest.mark.parametrize("mode", MODES)
+@stores_and_modes(MODES)
 async def test_a_refused_write_says_truly_what_the_call_wrote(
     store_kind: str, mode: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -18,7 +18,6 @@ import pytest
 from pydantic import BaseModel
 
 from resolvent import Container, Held, Resolve, State
-from state_helpers import valkey_url  # noqa: F401
 
 pytestmark = pytest.mark.network
 

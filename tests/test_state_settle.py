@@ -4,8 +4,9 @@ The core's side: a resource marked `settles` (here a transaction that records it
 outcome, not `State`) commits on success and rolls back otherwise, before
 `Container.run` returns and, through `Call.settle`, while the call's other resources are
 still open; a multi-round call's round that ends by asking rolls back. Then `State`
-itself on every store: a round that asks writes nothing and stores nothing, a refused
-write is the call's error and changes nothing. Every execution mode, asyncio and trio.
+itself on every store (pairwise with the modes and backends: `stores_and_modes`): a round
+that asks writes nothing and stores nothing, a refused write is the call's error and
+changes nothing. Every execution mode, asyncio and trio.
 The web and MCP sides are in test_state_settle_web.py and test_state_settle_mcp.py.
 """
 
@@ -28,7 +29,7 @@ from resolvent import (
     settles,
 )
 from settle_helpers import Booking, Declined, Faulty, Ok, values
-from state_helpers import STORES, open_test_store, valkey_url  # noqa: F401
+from state_helpers import open_test_store, stores_and_modes
 
 
 class Tx:
@@ -167,10 +168,12 @@ async def test_a_round_that_asks_rolls_back_and_the_last_round_commits(mode: str
 # -- State on every store ------------------------------------------------------------------
 
 
-@pytest.fixture(params=STORES)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Faulty]:
-    valkey = request.getfixturevalue("valkey_url") if request.param == "redis" else None
-    async with open_test_store(request.param, tmp_path, valkey) as inner:
+@pytest.fixture
+async def store(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[Faulty]:
+    valkey = request.getfixturevalue("valkey_url") if store_kind == "redis" else None
+    async with open_test_store(store_kind, tmp_path, valkey) as inner:
         yield Faulty(inner)
 
 
@@ -199,7 +202,7 @@ async def one_round(
 ROUND_MODES = [mode for mode in MODES if mode != "generated"]
 
 
-@pytest.mark.parametrize("mode", ROUND_MODES)
+@stores_and_modes(ROUND_MODES)
 async def test_a_declined_round_writes_nothing(store: Faulty, mode: str) -> None:
     booking = booking_for(store, mode)
     async with booking.container:
@@ -224,7 +227,7 @@ async def test_a_declined_round_writes_nothing(store: Faulty, mode: str) -> None
         assert (await values(booking, show)).model_dump()["reserved"] == 1
 
 
-@pytest.mark.parametrize("mode", ROUND_MODES)
+@stores_and_modes(ROUND_MODES)
 async def test_new_stores_no_value_for_a_round_that_asks(store: Faulty, mode: str) -> None:
     booking = booking_for(store, mode)
     async with booking.container:
@@ -243,7 +246,7 @@ async def test_new_stores_no_value_for_a_round_that_asks(store: Faulty, mode: st
         assert (await values(booking, handle)).left == 10
 
 
-@pytest.mark.parametrize("mode", MODES)
+@stores_and_modes(MODES)
 async def test_a_refused_write_is_the_calls_error_and_changes_nothing(
     store: Faulty, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:

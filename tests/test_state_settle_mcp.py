@@ -6,7 +6,8 @@ The SDK's own client, in memory on both protocol revisions and over streamable H
 booking whose resolver takes a seat through ``edit`` and then asks to confirm (naming
 the seats in its question, as docs/mcp.md advises) writes nothing when the user declines,
 converges in two rounds when they accept, and ``new`` stores one value per call, not one
-per round. Every store; asyncio and trio.
+per round. Every store; asyncio and trio (pairwise with the protocol revisions:
+`stores_and_modes`).
 """
 
 from collections.abc import AsyncIterator
@@ -22,7 +23,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_helpers import MODES, answering, client, run_uvicorn, text
 from resolvent.mcp import inject
 from settle_helpers import Booking, Faulty, values
-from state_helpers import STORES, open_test_store, valkey_url  # noqa: F401
+from state_helpers import open_test_store, stores_and_modes
 
 ACCEPT = ("accept", {"ok": True})
 
@@ -35,10 +36,12 @@ def seat_server(store: Faulty) -> tuple[MCPServer, Booking]:
     return server, booking
 
 
-@pytest.fixture(params=STORES)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Faulty]:
-    valkey = request.getfixturevalue("valkey_url") if request.param == "redis" else None
-    async with open_test_store(request.param, tmp_path, valkey) as inner:
+@pytest.fixture
+async def store(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[Faulty]:
+    valkey = request.getfixturevalue("valkey_url") if store_kind == "redis" else None
+    async with open_test_store(store_kind, tmp_path, valkey) as inner:
         yield Faulty(inner)
 
 
@@ -96,7 +99,7 @@ class Answering:
         return result
 
 
-@pytest.mark.parametrize("mode", MODES)
+@stores_and_modes(MODES)
 async def test_settling_in_memory(store: Faulty, mode: str) -> None:
     server, booking = seat_server(store)
     callback = answering("decline")

@@ -4,7 +4,8 @@ A write refused as the call settles answers the request (409 for a `StateConflic
 for a `StateTooLarge` value, 503 for a store that cannot be reached) instead of the
 handler's 200, on a FastAPI route, through a
 FastAPI dependency, and on a Starlette endpoint; the value stored is unchanged. Under
-Starlette's `TestClient` on asyncio and trio, every store and container setting; then
+Starlette's `TestClient` on asyncio and trio, every store and container setting
+(pairwise: `stores_and_modes`); then
 under uvicorn in a subprocess, where a response leaves before the request's exit stack
 closes: `State.new`'s value, written slowly, is there for the request that follows its
 response at once.
@@ -24,7 +25,7 @@ from modes import MODES, make_container
 from resolvent import MemoryStore
 from settle_apps import build
 from settle_helpers import Faulty
-from state_helpers import STORES, valkey_url  # noqa: F401
+from state_helpers import stores_and_modes
 from uvicorn_helpers import serve
 
 pytest.importorskip("fastapi")
@@ -44,10 +45,10 @@ def store_url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def web(
-    request: pytest.FixtureRequest, tmp_path: Path, kind: str, mode: str, backend: str
+    request: pytest.FixtureRequest, tmp_path: Path, store_kind: str, mode: str, backend: str
 ) -> Iterator[tuple[TestClient, Faulty]]:
     faulty = Faulty(MemoryStore())  # its real store opens with the app
-    api, _ = build(faulty, make_container(mode), store_url(kind, tmp_path, request))
+    api, _ = build(faulty, make_container(mode), store_url(store_kind, tmp_path, request))
     with TestClient(api, backend=backend) as client:
         yield client, faulty
 
@@ -56,9 +57,7 @@ def noted(client: TestClient, path: str, text: str) -> httpx.Response:
     return client.post(path, params={"text": text})
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("mode", WEB_MODES)
-@pytest.mark.parametrize("kind", STORES)
+@stores_and_modes(WEB_MODES, backend="backend")
 def test_a_refused_write_answers_the_request(web: tuple[TestClient, Faulty]) -> None:
     client, store = web
     show = client.post("/shows").json()

@@ -1,6 +1,7 @@
 """Schema versions move forward only, tried as a rolling deploy: an old worker and a new
 worker side by side over one store (one SQLite file opened by each, one Valkey through a
-client each, one memory store), in every execution mode, on asyncio and trio.
+client each, one memory store), in every execution mode, on asyncio and trio (pairwise:
+`stores_and_modes`).
 
 The new worker migrates the old worker's values; the old worker refuses the new worker's
 values with a `StateError` naming both versions, never calls its own `migrate` on them,
@@ -28,7 +29,7 @@ from resolvent import (
     StateStore,
 )
 from snapshot import assert_snapshot
-from state_helpers import STORES, open_shared_stores, valkey_url  # noqa: F401
+from state_helpers import open_shared_stores, stores_and_modes
 
 pytestmark = pytest.mark.network  # the Redis store talks to 127.0.0.1
 
@@ -40,14 +41,6 @@ class CartV2(BaseModel):
 class CartV3(BaseModel):  # the new release adds notes
     items: dict[str, int] = {}
     notes: list[str] = []
-
-
-@pytest.fixture(params=STORES)
-def store_kind(request: pytest.FixtureRequest) -> str:
-    kind: str = request.param
-    if kind == "redis":
-        request.getfixturevalue("valkey_url")
-    return kind
 
 
 class Worker:
@@ -86,7 +79,7 @@ class Worker:
         return await self.container.run(fn, **kwargs)
 
 
-@pytest.mark.parametrize("mode", MODES)
+@stores_and_modes(MODES)
 async def test_a_rolling_deploy_never_reads_a_newer_value_with_an_older_schema(
     store_kind: str, mode: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

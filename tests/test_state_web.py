@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from resolvent import Container, Handle, Held, Resolve, State, StateNotFound
-from state_helpers import STORES, valkey_url  # noqa: F401
+from state_helpers import stores_and_modes
 
 fastapi = pytest.importorskip("fastapi")
 from fastapi.responses import JSONResponse  # noqa: E402
@@ -80,16 +80,15 @@ def test_fastapi_routes_keep_a_cart(store: str, tmp_path: object) -> None:
 # -- Starlette endpoints: the handle from the path or the query string --------------------
 
 
-@pytest.fixture(params=STORES)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    kind: str = request.param
+@pytest.fixture
+def store_url(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    kind = store_kind
     if kind == "redis":
         return str(request.getfixturevalue("valkey_url"))
     return f"sqlite:///{tmp_path}/carts.db" if kind == "sqlite" else "memory:"
 
 
-@pytest.mark.parametrize("mode", list(WEB_MODES))
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@stores_and_modes(list(WEB_MODES), backend="backend")
 def test_starlette_routes_take_the_handle_from_the_path_or_the_query(
     store_url: str, backend: str, mode: str
 ) -> None:
