@@ -9,11 +9,22 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pytest
 from mcp.client import Client, ClientRequestContext
 from pydantic import BaseModel
 
 MODES = ("legacy", "2026-07-28")
 """Protocol modes of the in-memory client: the handshake protocol and the sessionless one."""
+
+ACROSS_PROCESSES = pytest.mark.parametrize(
+    ("mode", "anyio_backend"), [("legacy", "asyncio"), ("2026-07-28", "trio")]
+)
+"""Protocol mode and test backend, paired, for a test of a server in another process.
+
+There the test's backend runs only the SDK's client; resolvent runs in the server
+process, on its own loop. Each mode once, each backend once: the product would start the
+same server twice for each promise, which the in-process tests keep on both backends.
+"""
 
 
 class Name(BaseModel):

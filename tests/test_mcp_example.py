@@ -16,7 +16,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from mcp_helpers import Script, free_port, text, wait_listening
+from mcp_helpers import ACROSS_PROCESSES, Script, free_port, text, wait_listening
 from uvicorn_helpers import run_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,7 +64,7 @@ def answers() -> Script:
     return script
 
 
-@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@ACROSS_PROCESSES
 async def test_notes_server_over_stdio(mode: str) -> None:
     script = answers()
     with anyio.fail_after(60):
@@ -112,6 +112,7 @@ def started_at(output: list[str]) -> str:
 
 
 @pytest.mark.network
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # the server's own loop is in its process
 async def test_notes_server_over_http() -> None:
     printed: list[str] = []
     with http_server(NOTES_HTTP, ENV, printed) as url, anyio.fail_after(60):
@@ -206,6 +207,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.mark.network
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the servers' loops are theirs
 async def test_two_workers_serve_the_rounds_of_one_confirmation(tmp_path: Path) -> None:
     # Two worker processes behind one (imagined) load balancer: one SQLite file, one
     # request-state key. Round 1 lands on the first, round 2 on the second.

@@ -15,11 +15,10 @@ import tomllib
 from pathlib import Path
 
 import anyio
-import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from mcp_helpers import Script, text
+from mcp_helpers import ACROSS_PROCESSES, Script, text
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -47,7 +46,7 @@ def test_every_readme_example_is_guarded() -> None:
         assert '\nif __name__ == "__main__":\n' in code, code[:200]
 
 
-@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@ACROSS_PROCESSES
 async def test_readme_mcp_server_over_stdio(tmp_path: Path, mode: str) -> None:
     (tmp_path / "server.py").write_text(block("MCPServer"), encoding="utf-8")
     params = StdioServerParameters(
