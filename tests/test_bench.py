@@ -9,6 +9,7 @@ command reports agrees with ``benchmarks/`` S1/S2 is ``python -m benchmarks.benc
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from resolvent import _bench
 from resolvent.__main__ import main
 from resolvent._bench import MODES, bench, refusals
 from resolvent._bench_report import render
@@ -39,6 +41,14 @@ MS = 1000.0  # µs
 @pytest.fixture(autouse=True)
 def _in_tests_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(HERE)  # the command imports modules from the working directory
+
+
+@pytest.fixture(autouse=True)
+def _small_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The command calibrates before it measures: 9 rounds of 1,000 lives of each step
+    # kind, most of a second of CPU per run. Nothing these tests check depends on its
+    # precision, so it runs small here, as test_calibration_measures_every_kind runs it.
+    monkeypatch.setattr(_bench, "calibrate", functools.partial(calibrate, n=20, rounds=2))
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
