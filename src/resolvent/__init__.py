@@ -53,6 +53,7 @@ __all__ = (
     "StateStore",
     "StateTooLarge",
     "StoreUnavailable",
+    "add_store_scheme",
     "inline",
     "open_store",
     "settles",
@@ -90,7 +91,7 @@ if TYPE_CHECKING:
     from ._state.state import Handle, State
     from ._stores import StateKey, StateStore
     from ._stores.memory import MemoryStore
-    from ._stores.opener import open_store
+    from ._stores.opener import add_store_scheme, open_store
     from ._stores.sqlite import SqliteStore
 
 
@@ -115,7 +116,7 @@ def __getattr__(name: str) -> Any:
         from . import _call as module
     elif name == "Session":
         from . import _session as module
-    elif name == "open_store":
+    elif name in ("open_store", "add_store_scheme"):
         from ._stores import opener as module
     else:
         raise AttributeError(f"module 'resolvent' has no attribute {name!r}")
