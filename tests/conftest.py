@@ -134,3 +134,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             and item.get_closest_marker("anyio") is None
         ):
             item.add_marker(pytest.mark.anyio)
+
+
+@pytest.fixture(autouse=True)
+def _store_schemes_as_they_were() -> Iterator[None]:
+    """A store scheme a test or a docs example adds is gone after it: the table of schemes
+    is the process's, and the message for an unknown scheme lists the ones it holds.
+    (Schemes added when a module is imported, such as toy_store's, stay.)"""
+    import sys
+
+    opener = sys.modules.get("resolvent._stores.opener")
+    before = None if opener is None else dict(opener._SCHEMES)
+    yield
+    opener = sys.modules.get("resolvent._stores.opener")
+    if opener is not None and before is not None:
+        opener._SCHEMES.clear()
+        opener._SCHEMES.update(before)

@@ -14,6 +14,7 @@ import pytest
 
 from mcp_helpers import free_port
 from resolvent import MemoryStore, SqliteStore, StateStore
+from toy_store import toy_url
 
 STORES = ["memory", "sqlite", "redis"]
 
@@ -106,6 +107,11 @@ async def open_test_store(
             yield sqlite
         finally:
             await sqlite.aclose()
+    elif kind == "toy":  # the tests' own store, opened by its URL as a user's store is
+        from resolvent import open_store
+
+        async with open_store(toy_url(clock)) as toy:
+            yield toy
     else:
         from resolvent.redis import RedisStore
 
