@@ -25,11 +25,8 @@ _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
 async def _memory(url: str) -> AsyncGenerator[StateStore]:
     from .memory import MemoryStore
 
-    store = MemoryStore()
-    try:
+    async with contextlib.aclosing(MemoryStore()) as store:
         yield store
-    finally:
-        await store.aclose()
 
 
 @contextlib.asynccontextmanager
@@ -44,11 +41,9 @@ async def _sqlite(url: str) -> AsyncGenerator[StateStore]:
     from .sqlite import SqliteStore
 
     # Percent-decoded, as a URL is: pydantic's AnyUrl writes "my cart.db" "my%20cart.db".
-    store = await SqliteStore.open(urllib.parse.unquote(rest[3:]))
-    try:
+    path = urllib.parse.unquote(rest[3:])
+    async with contextlib.aclosing(await SqliteStore.open(path)) as store:
         yield store
-    finally:
-        await store.aclose()
 
 
 @contextlib.asynccontextmanager
