@@ -9,7 +9,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from resolvent import Container, Resolve, Scope
+from resolvent import Container, Resolve, Scope, inline
 
 N = 1_000
 
@@ -176,6 +176,52 @@ async def test_a_diamond_runs_each_resolver_once() -> None:
     with anyio.fail_after(2):
         assert await Container(concurrent=True).run(handler) == "lrrrr"
     assert sorted(runs) == ["left", "right", "root"]
+
+
+async def test_concurrent_mode_gives_a_task_only_to_branches_that_can_overlap() -> None:
+    """A chain, and plain functions run on the loop, gain nothing from a task of their own:
+    they run in the calling task. Branches that wait at the same time get tasks."""
+    where: dict[str, int] = {}
+    a, b = rendezvous()
+
+    def here(name: str) -> None:
+        where[name] = anyio.get_current_task().id
+
+    @inline
+    def side() -> int:
+        here("side")
+        return 1
+
+    async def first() -> int:
+        here("first")
+        return 1
+
+    async def second(v: Annotated[int, Resolve(first)]) -> int:
+        here("second")
+        return v + 1
+
+    @inline
+    def plain(v: Annotated[int, Resolve(second)], s: Annotated[int, Resolve(side)]) -> int:
+        here("plain")
+        return v + s
+
+    async def left(v: Annotated[int, Resolve(plain)]) -> str:
+        here("left")
+        return await a() + str(v)
+
+    async def right(v: Annotated[int, Resolve(plain)]) -> str:
+        here("right")
+        return await b() + str(v)
+
+    async def handler(x: Annotated[str, Resolve(left)], y: Annotated[str, Resolve(right)]) -> str:
+        here("handler")
+        return x + y
+
+    with anyio.fail_after(2):  # left and right finish only if they overlap
+        assert await Container(concurrent=True).run(handler) == "a3b3"
+    caller = where["handler"]
+    assert [where[n] == caller for n in ("side", "first", "second", "plain")] == [True] * 4
+    assert where["left"] != caller and where["right"] != caller
 
 
 async def test_a_failing_branch_cancels_the_others_closes_resources_and_is_raised() -> None:

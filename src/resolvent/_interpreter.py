@@ -90,10 +90,28 @@ async def run_step(
     app: LiveScope | None,
     session: LiveScope | None,
 ) -> Any:
-    kwargs = _kwargs(step.inputs, vals, args, values, step.name)
-    if kwargs is None:
-        return PENDING
-    if step.scope is not Scope.CALL:
+    # `_kwargs` and `_argument`, inline: a Python call per input costs more than the rest.
+    kwargs: dict[str, Any] = {}
+    for item in step.inputs:
+        source = item.source
+        if source == "step":
+            value = vals[item.step]
+            if value is PENDING:
+                return PENDING
+            if item.outcome is not None or value.__class__ is Answered:
+                value = _consume(value, item, step.name)
+            kwargs[item.name] = value
+        elif source == "arg":
+            name = item.arg
+            if name in args:
+                kwargs[item.name] = args[name]
+            elif item.default is not NO_DEFAULT:
+                kwargs[item.name] = item.default
+            else:
+                raise KeyError(name)  # `explain` turns it into advice
+        else:
+            kwargs[item.name] = values[item.value_type]
+    if step.scope is not _CALL:
         live = app if step.scope is Scope.APP else session
         assert live is not None
         value = live.cache.get(step.key, MISSING)
@@ -101,17 +119,24 @@ async def run_step(
             value = await live.create(step, step.key, functools.partial(step.fn, **kwargs))
         return value
     key = step.key
-    value = call.cache.get(key, MISSING)
+    cache = call.cache
+    value = cache.get(key, MISSING)
     if value is not MISSING:
         return value
-    creation = await claim(call, step)
-    if creation.__class__ is not Creation:
-        return creation  # another resolution of this call made it
+    sharing = call.sharing
+    assert sharing is not None
+    starting = sharing.starting
+    if key in starting or call.flight is not None:
+        creation = await claim(call, step)  # another resolution may be making it
+        if creation.__class__ is not Creation:
+            return creation  # it did
+    else:  # `claim`'s answer when nobody else makes it, without its coroutine
+        creation = starting[key] = Creation()
     try:
         kind = step.kind
-        if kind is Kind.ASYNC:
+        if kind is _ASYNC:
             value = await step.fn(**kwargs)
-        elif kind is Kind.SYNC:
+        elif kind is _SYNC:
             value = (
                 step.fn(**kwargs)
                 if step.inline
@@ -133,9 +158,16 @@ async def run_step(
     except BaseException as error:
         release(call, key, creation, error)
         raise
-    call.cache[key] = value
-    release(call, key, creation, None)
+    cache[key] = value
+    del starting[key]  # `release`, inline
+    if creation.done is not None:
+        creation.done.set()
     return value
+
+
+_CALL = Scope.CALL  # module globals: read per step, cheaper than an enum class attribute
+_ASYNC = Kind.ASYNC
+_SYNC = Kind.SYNC
 
 
 async def interpret(
@@ -154,42 +186,29 @@ async def interpret(
         sharing = call.sharing = Sharing()
     sharing.active += 1
     try:
-        return await _interpret(plan, call, args, values, app, session, concurrent=concurrent)
+        # The values by step index (a slot: see `Step`); a step's inputs come before it.
+        vals: dict[int, Any] = {}
+        if concurrent and len(plan.steps) > 1:
+            vals = dict.fromkeys([s.index for s in plan.steps], MISSING)
+            await run_concurrently(plan, vals, call, args, values, app, session)
+        else:
+            for step in plan.steps:
+                try:
+                    vals[step.index] = await run_step(step, vals, call, args, values, app, session)
+                except BaseException as exc:
+                    from ._failures import explain  # only when something failed
+
+                    error = explain(exc, plan, step.index, args, values)
+                    if error is exc:
+                        raise
+                    raise error from exc
+        if call.rounds is not None:
+            call.rounds.raise_if_pending()
+        kwargs = _kwargs(plan.inputs, vals, args, values, plan.name)
+        assert kwargs is not None
+        return kwargs
     finally:
         sharing.active -= 1
-
-
-async def _interpret(
-    plan: Plan,
-    call: CallLike,
-    args: Mapping[str, Any],
-    values: Mapping[Any, Any],
-    app: LiveScope | None,
-    session: LiveScope | None,
-    *,
-    concurrent: bool,
-) -> dict[str, Any]:
-    # The values by step index (a slot: see `Step`); a step's inputs come before it.
-    vals: dict[int, Any] = {}
-    if concurrent and len(plan.steps) > 1:
-        vals = dict.fromkeys([s.index for s in plan.steps], MISSING)
-        await run_concurrently(plan, vals, call, args, values, app, session)
-    else:
-        for step in plan.steps:
-            try:
-                vals[step.index] = await run_step(step, vals, call, args, values, app, session)
-            except BaseException as exc:
-                from ._failures import explain  # only when something failed
-
-                error = explain(exc, plan, step.index, args, values)
-                if error is exc:
-                    raise
-                raise error from exc
-    if call.rounds is not None:
-        call.rounds.raise_if_pending()
-    kwargs = _kwargs(plan.inputs, vals, args, values, plan.name)
-    assert kwargs is not None
-    return kwargs
 
 
 async def interpret_alone(
@@ -254,6 +273,12 @@ async def run_concurrently(
 ) -> None:
     """Run independent branches at once; a step starts when its inputs are ready.
 
+    A step runs in a task of its own only when something can run beside it: while it is
+    the only step ready and no branch is running (a chain, the root of a diamond), and
+    when it is a plain function run on the loop (which nothing can overlap), it runs in
+    the calling task, as the interpreter runs it step by step; no task group is entered
+    until a first branch task starts.
+
     A call opened with ``async with`` holds each resource in a task of its own (see
     `Exits`), so resources set up in a branch are torn down in the task that set them
     up; they are then branches like any other. Otherwise resources are entered by the
@@ -263,26 +288,18 @@ async def run_concurrently(
     back when it finishes, so the steps after it and the handler see it.
     """
     steps = {s.index: s for s in plan.steps}  # by index (a slot: see `Step`)
-    waiting = {s.index: len({i.step for i in s.inputs if i.source == "step"}) for s in plan.steps}
+    waiting: dict[int, int] = {}
     dependents: dict[int, list[int]] = {index: [] for index in steps}
     for step in plan.steps:
-        for dep in {i.step for i in step.inputs if i.source == "step"}:
+        feeds = {i.step for i in step.inputs if i.source == "step"}
+        waiting[step.index] = len(feeds)
+        for dep in feeds:
             dependents[dep].append(step.index)
-    send, receive = anyio.create_memory_object_stream[int](len(steps))
     ready = deque(s.index for s in plan.steps if waiting[s.index] == 0)
     exits = call.exits
     held = isinstance(exits, Exits) and exits.group is not None
-    cancelled = anyio.get_cancelled_exc_class()
-    failures: list[BaseException] = []
-    changes: dict[int, tuple[contextvars.Context, contextvars.Context]] = {}
-
-    async def branch(index: int) -> None:
-        base = contextvars.copy_context()
-        await run(index)
-        changed = contextvars.copy_context()
-        if changed != base:
-            changes[index] = (base, changed)
-        send.send_nowait(index)
+    total = len(steps)
+    done = 0
 
     async def run(index: int) -> None:
         try:
@@ -297,18 +314,63 @@ async def run_concurrently(
                 raise
             raise error from exc
 
+    def finish(index: int) -> None:
+        for dependent in dependents[index]:
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                ready.append(dependent)
+
+    # Until two steps could run at once, each runs here (no task, no task group).
+    failures: list[BaseException] = []
+    cancelled = anyio.get_cancelled_exc_class()
+    while ready:
+        if len(ready) == 1:
+            index = ready.popleft()
+        else:  # what runs on the loop first: it could not overlap the others anyway
+            index = next((i for i in ready if _on_loop(steps[i])), -1)
+            if index < 0:
+                break
+            ready.remove(index)
+        await run(index)
+        done += 1
+        finish(index)
+    if done == total:
+        return
+
+    send, receive = anyio.create_memory_object_stream[int](total)
+    changes: dict[int, tuple[contextvars.Context, contextvars.Context]] = {}
+    running = 0
+
+    async def branch(index: int) -> None:
+        base = contextvars.copy_context()
+        await run(index)
+        changed = contextvars.copy_context()
+        if changed != base:
+            changes[index] = (base, changed)
+        send.send_nowait(index)
+
     try:
         async with send, receive, anyio.create_task_group() as group:
-            done = 0
-            while done < len(steps):
+            while done < total:
                 while ready:
                     index = ready.popleft()
-                    if held or not steps[index].kind.is_resource:
-                        group.start_soon(branch, index)
-                    else:
+                    step = steps[index]
+                    if (
+                        (not ready and not running)
+                        or _on_loop(step)
+                        or (step.kind.is_resource and not held)
+                    ):
+                        # Alone, or nothing could overlap it: in this task.
                         await run(index)
-                        send.send_nowait(index)
+                        done += 1
+                        finish(index)
+                    else:
+                        group.start_soon(branch, index)
+                        running += 1
+                if done == total:
+                    break
                 finished = await receive.receive()
+                running -= 1
                 done += 1
                 changed = changes.pop(finished, None)
                 if changed is not None:
@@ -317,12 +379,15 @@ async def run_concurrently(
                         keep(exits, step, *changed)
                     else:
                         adopt(*changed)
-                for dependent in dependents[finished]:
-                    waiting[dependent] -= 1
-                    if waiting[dependent] == 0:
-                        ready.append(dependent)
+                finish(finished)
     except BaseExceptionGroup as group_error:
         raise _original(group_error, failures) from None
+
+
+def _on_loop(step: Step) -> bool:
+    """Whether *step* runs on the event loop without waiting (a plain function run
+    inline, in the CALL scope): no other branch could run while it does."""
+    return step.kind is Kind.SYNC and step.inline and step.scope is Scope.CALL
 
 
 def _original(
