@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 from resolvent import Container, Elicit, Resolve
-from resolvent._integration import on_hot
+from resolvent._launch import on_hot
 from resolvent._registry import resolver_key
 
 

@@ -27,6 +27,7 @@ from ._bench_timing import measure, start_figures
 from ._container import Container
 from ._errors import ResolventError
 from ._floor import floor
+from ._launch import Launcher
 from ._plan import Plan
 from ._probe import Calibration, Probe, calibrate, probed
 from ._questions import QUESTION_KINDS
@@ -168,7 +169,8 @@ class _Runner:
             if plain:  # exactly what an application writes: run(fn, name=value, ...)
                 return _keyword_call(container.run, plan.fn, args)
             plan.heat()  # the steady state: the generated code, not the first calls
-            start = container._start(plan)  # pyright: ignore[reportPrivateUsage]
+            start = Launcher(container, plan, key=plan.fn, values=False, scoped=True).prepare()
+            assert start is not None  # a scoped launcher always starts
             return functools.partial(start, args)  # it calls plan.fn itself
         opener = self.session if self.session is not None else container
         options: dict[str, Any] = {}

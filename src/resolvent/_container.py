@@ -5,12 +5,10 @@ sessions in their own modules; it never generates code itself."""
 from __future__ import annotations
 
 import contextlib
-import functools
-import types
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import anyio
 
@@ -18,8 +16,8 @@ from ._annotations import with_article
 from ._cache import LiveScope
 from ._compiler import Overrides
 from ._errors import InvalidSignature, ResolventError
-from ._executor import EMPTY, HOT_AFTER, is_cold
-from ._plan import Plan, direct_shape
+from ._launch import Launcher
+from ._plan import Plan
 from ._plans import PlanCache, Starter, check_scopes, refuse_generator, refuse_values
 from ._questions import Asker
 from ._registry import Registry, read
@@ -412,53 +410,10 @@ class Container:
             refuse_generator(plan, "container.run")
         if plan.value_types:
             refuse_values(plan)
-        start = self._start(plan)
-        if Scope.SESSION not in plan.scopes and plan.overrides is None:
-            self._plans.remember(fn, start)
+        # How it starts (cold or hot, in a call scope or with none) is the launcher's.
+        start = Launcher(self, plan, key=fn, values=False, scoped=True).prepare()
+        assert start is not None  # a scoped launcher always starts
         return await start(kwargs)
-
-    def _start(self, plan: Plan, *, hot: bool = False) -> Starter:
-        """What `run` calls, as ``start(kwargs)``, to start a checked *plan* with no
-        SESSION step and no framework value: its generated ``entry`` (see `generate`),
-        with no scope object, when the plan has no CALL resources or sets them all up
-        and tears them down itself (see `direct_shape`); else the plan in a call scope.
-        A plan still cold is interpreted for its first calls (see `_run_cold`), unless
-        *hot*. Each calls the plan's own function (``plan.fn``)."""
-        if self.concurrent or self.call_timeout is not None:
-            return functools.partial(self._run_in_call, plan)
-        if plan.needs_call and not direct_shape(plan.steps):
-            return functools.partial(self._run_in_scope, plan)
-        if not hot and is_cold(plan.run_fn):
-            cell: list[Any] = [0, None]  # calls so far, and the start itself
-            cell[1] = functools.partial(self._run_cold, plan, cell)
-            return cast(Starter, cell[1])
-        entry = plan.entry_fn
-        return types.MethodType(entry, self._app) if Scope.APP in plan.scopes else entry
-
-    async def _run_cold(self, plan: Plan, cell: list[Any], args: dict[str, Any]) -> Any:
-        """Start a plan that was cold when `run` first met it: its first `HOT_AFTER` calls
-        through ``run_fn`` (interpreted while it is cold), then its generated entry, which
-        `run` starts itself from then on. Only the entry is generated: a plan only `run`
-        starts never needs ``run``'s own variant."""
-        body = plan.fn
-        if cell[0] < HOT_AFTER:
-            cell[0] += 1
-            return await plan.run_fn(args, EMPTY, None, self._app, None, body)
-        start = self._start(plan, hot=True)
-        ready = self._ready
-        with contextlib.suppress(TypeError):  # an unhashable callable object
-            if ready.get(body) is cell[1]:  # the plan's function is `run`'s key
-                ready[body] = start
-        return await start(args)
-
-    async def _run_in_scope(self, plan: Plan, args: dict[str, Any]) -> Any:
-        async with Call(self, None, None, None, False, False, None, None) as scope:
-            return await plan.run_fn(args, EMPTY, scope, self._app, None, plan.fn)
-
-    async def _run_in_call(self, plan: Plan, args: dict[str, Any]) -> Any:
-        # Branches run concurrently, or under a deadline: in a call scope of its own.
-        async with self.call() as call:
-            return await call.run(plan, **args)
 
     def session(self) -> Session:
         """Open a SESSION scope: ``async with container.session() as session:``."""

@@ -61,17 +61,10 @@ from . import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope
 from ._integration import (
     HANDLER,
     Kept,
-    app_scope,
+    Launcher,
     argument_parameters,
-    current_plan,
     instance_parameter,
-    is_cold,
     is_inline,
-    is_settling,
-    kept_start,
-    on_hot,
-    override_state,
-    ready_table,
     shown_hints,
     type_name,
     with_article,
@@ -283,21 +276,14 @@ class _Leave(contextlib.AbstractAsyncContextManager[None]):
 
 
 class _Alone:
-    """How a route starts its plan with no call scope object, when nothing else in the
-    request can share its CALL values (see `_wrap`): its checked start, kept in the
-    container's table of them (`ready_table`), which the container empties whenever it
-    may be wrong (a new provider, ``concurrent`` or ``call_timeout`` set, the APP scope
-    closing)."""
+    """Whether a FastAPI route is first and last in its request to enter resolvent (see
+    `_wrap`): then it starts its plan with no call scope object, as its launcher decides,
+    keeping its CALL resources open in a `Kept` on FastAPI's request exit stack."""
 
-    __slots__ = ("container", "kept", "plan", "ready", "routes", "settles", "start", "wrapper")
+    __slots__ = ("launcher", "routes", "wrapper")
 
     def __init__(self, container: Container, plan: Plan) -> None:
-        self.container = container
-        self.plan = plan
-        self.ready = ready_table(container)
-        self.start: Callable[..., Any] | None = None
-        self.kept = False  # whether `start` is a ``kept`` function (it takes a `Kept`)
-        self.settles = False  # whether a resource of its plan settles the call's writes
+        self.launcher = Launcher(container, plan, keep=True)
         self.wrapper: Callable[..., Any] | None = None
         # FastAPI routes by id (a route is unhashable): whether it calls the wrapper as
         # its endpoint, and nowhere among its dependencies.
@@ -323,33 +309,6 @@ class _Alone:
             self.routes.clear()  # bounded: a forgotten route is looked at again
         self.routes[id(route)] = (route, last)
         return last
-
-    def prepare(self) -> Callable[..., Any] | None:
-        """The start for this request, checked, or None: take a call scope."""
-        container = self.container
-        if container.concurrent or container.call_timeout is not None:
-            return None  # branches and deadlines run in a call scope
-        plan = current_plan(container, self.plan)
-        if plan.overrides is not None:
-            return None
-        if plan.scopes - {Lifetime.CALL} and app_scope(container) is None:
-            return None  # the call scope says what is wrong
-        if plan is not self.plan or self.start is None:
-            start = kept_start(plan) if plan.needs_call else plan.run_fn
-            if start is None:  # a resource needs a call scope
-                return None
-            self.plan, self.start, self.kept = plan, start, plan.needs_call
-            self.settles = any(is_settling(step.fn) for step in plan.steps)
-            if is_cold(start):  # interpreted until hot: then start the generated code
-                on_hot(plan, functools.partial(self._hot, plan))
-        self.ready[self] = self.start
-        return self.start
-
-    def _hot(self, plan: Plan, function: Callable[..., Any]) -> None:
-        if self.plan is plan:  # not a plan an override or a new provider replaced since
-            if self.ready.get(self) is self.start:
-                self.ready[self] = function
-            self.start = function
 
 
 def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -404,8 +363,9 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
                 del calls[container]
 
     alone = _Alone(container, plan)
-    ready, routes = alone.ready, alone.routes
-    blocks, overrides = override_state(container)
+    launcher, routes = alone.launcher, alone.routes
+    ready, blocks, overrides = launcher.ready, launcher.blocks, launcher.override_var
+    app_scope = launcher.app_scope
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         connection: HTTPConnection | None = kwargs.pop(_CONNECTION, None)
@@ -436,16 +396,16 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
                         )
                         and not (blocks and overrides.get() is not None)
                     ):
-                        start = ready.get(alone)
+                        start = ready.get(launcher)
                         if start is None:
-                            start = alone.prepare()
+                            start = launcher.prepare()
                         if start is not None:
                             # Its values: the connection by its type, told by the ASGI scope.
                             values = {
                                 WebSocket if scope["type"] == "websocket" else Request: connection
                             }
                             app = app_scope(container)
-                            if not alone.kept:
+                            if not launcher.kept:
                                 return await start(kwargs, values, None, app, None, fn)
                             kept = Kept()
                             if _APPENDS and stack.__class__ is AsyncExitStack:
@@ -454,7 +414,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
                             else:
                                 stack.push_async_exit(kept)
                             result = await start(kwargs, values, kept, app, None, fn)
-                            if alone.settles:  # what settles the writes, before the response
+                            if launcher.settles:  # what settles the writes, before the response
                                 await _settled(kept.settle)
                             return result
                 held = await _held_call(container, connection)

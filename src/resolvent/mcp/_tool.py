@@ -26,7 +26,6 @@ import functools
 import inspect
 import typing
 from collections.abc import Awaitable, Callable, Hashable
-from types import MethodType
 from typing import Any, TypeVar
 
 import mcp_types as types
@@ -47,15 +46,9 @@ from .._integration import (
     INJECTED,
     AnswerTimeout,
     CallTimeout,
-    app_scope,
+    Launcher,
     argument_parameters,
-    check_scopes,
-    current_plan,
     instance_parameter,
-    is_cold,
-    on_hot,
-    override_state,
-    ready_table,
     shown_hints,
 )
 from ._asking import ask_over_back_channel, input_required, uses_input_required
@@ -177,60 +170,19 @@ class _Tool:
         # A handler that needs nothing from the request takes no Context: the SDK refuses
         # one on a static resource, which is called with no arguments at all.
         self.takes_ctx = Context in plan.value_types or self.asks or self.uses_session
-        # A tool that needs no framework value, asks nothing and has no SESSION values
-        # starts, once checked, as `Container.run` starts a plan: its generated entry
-        # (``entry(kwargs)``, which calls the plan's function: this tool's, as compiled
-        # for it); its wrapper is made for that, once.
-        self.bare = self.bare_plan
-        # What `run` last made ready, and for which plan (an override's is never).
-        self.ready_start: Callable[..., Any] | None = None
-        self.ready_for: Plan | None = None
+        # How its plan starts with no scope object is the launcher's. A tool that needs
+        # no framework value, asks nothing and has no SESSION values starts as
+        # `Container.run` starts a plan (``start(kwargs)``: `bare`); its wrapper is made
+        # for that, once.
+        bare = Launcher(container, plan, values=False, asker=True)
+        self.launcher = bare if bare.direct(plan) else Launcher(container, plan, asker=True)
+        self.bare = self.launcher is bare
         self.wrapper = self._make_wrapper(plan)
 
     def _flags(self, plan: Plan) -> None:
         self.plan = plan
         self.asks = any(step.may_ask for step in plan.steps)
         self.uses_session = Scope.SESSION in plan.scopes
-        self.needs_app = bool(plan.scopes - {Scope.CALL})
-        # CALL resources too, when the generated code sets them up and tears them down
-        # itself (as Container.run starts such a plan): no scope object needed.
-        resources_inline = not plan.needs_call or plan.direct_fn is not None
-        self.direct = resources_inline and not self.asks and not self.uses_session
-        self.bare_plan = self.direct and not plan.value_types
-        direct = plan.direct_fn if plan.needs_call else None
-        self.start = direct if direct is not None else plan.run_fn
-        if is_cold(self.start):  # interpreted until hot: then start the generated code
-            on_hot(plan, functools.partial(self._hot, plan))
-
-    def _hot(self, plan: Plan, function: Callable[..., Any]) -> None:
-        if self.plan is plan:  # not a plan an override or a new provider replaced since
-            self.start = function
-            ready, started = ready_table(self.container), self.ready_start
-            if started is not None and self.ready_for is plan and ready.get(self) is started:
-                start = self.ready_start = self._ready_start()
-                if start is None:
-                    del ready[self]
-                else:
-                    ready[self] = start
-
-    def _ready_start(self) -> Callable[..., Any] | None:
-        """What the wrapper's hot path starts for the current plan (checked by `run`):
-        ``start(kwargs, values, call, app, session, body)``, or for a `bare` tool
-        ``start(kwargs)``; None if the wrapper cannot start this plan itself."""
-        if not self.bare:
-            return self.start
-        if not self.bare_plan:  # recompiled (a new provider) into a plan that takes values
-            return None
-        if is_cold(self.start):
-            return functools.partial(self._cold, self.start)
-        plan = self.plan
-        if Scope.APP in plan.scopes:
-            return MethodType(plan.entry_fn, app_scope(self.container))
-        return plan.entry_fn
-
-    async def _cold(self, start: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-        """A `bare` tool's start while its plan is interpreted (its first calls)."""
-        return await start(kwargs, _NO_VALUES, None, app_scope(self.container), None, self.fn)
 
     def _make_wrapper(self, plan: Plan) -> Callable[..., Awaitable[Any]]:
         fn = self.fn
@@ -249,19 +201,19 @@ class _Tool:
         returns = hints.get("return", inspect.Signature.empty)
         run = self.run
         container = self.container
-        # The container's table of checked plans that start with no scope object (what
-        # `Container.run` reads): `run` enters this tool once a call took that path; the
-        # container empties it whenever the answer may change (a new provider, value
-        # type, `concurrent` or `call_timeout`, the APP scope closing).
-        ready = ready_table(container)
-        blocks, overrides = override_state(container)
+        # The container's table of checked starts (see `Launcher`): `run` enters this
+        # tool's once a call took that path, and the container empties it whenever the
+        # answer may change.
+        launcher = self.launcher
+        ready, blocks, overrides = launcher.ready, launcher.blocks, launcher.override_var
+        app_scope = launcher.app_scope
         tool, takes_ctx, ctx_name, body = self, self.takes_ctx, self.ctx_name, fn
         own_flow = types.InputRequiredResult
 
         plain = _PLAIN_RESULTS
 
         async def bare(**kwargs: Any) -> Any:
-            start = ready.get(tool)
+            start = ready.get(launcher)
             if start is None or (blocks and overrides.get() is not None):
                 return await run(kwargs)
             # The hot path of a tool that takes nothing from the request (see `bare`).
@@ -280,7 +232,7 @@ class _Tool:
             return result
 
         async def wrapper(**kwargs: Any) -> Any:
-            start = ready.get(tool)
+            start = ready.get(launcher)
             if start is None or (blocks and overrides.get() is not None):
                 return await run(kwargs)
             # The hot path, in this one frame: no questions, no SESSION values, no scope
@@ -332,24 +284,17 @@ class _Tool:
         """One ``tools/call``, ``prompts/get`` or ``resources/read`` (one round of it)."""
         ctx: Context[Any, Any] | None = kwargs.pop(self.ctx_name, None)
         container = self.container
-        plan = current_plan(container, self.plan)  # recompiled only for an override or new provider
-        if plan is not self.plan:
-            self._flags(plan)
-        if self.direct and not container.concurrent and container.call_timeout is None:
-            # No questions, no CALL resources, no SESSION values: no scope object needed.
-            if self.needs_app:
-                check_scopes(container, plan)
-            if plan.overrides is None:  # the wrapper starts it itself from now on
-                start = self._ready_start()
-                if start is not None:
-                    ready_table(container)[self] = self.ready_start = start
-                    self.ready_for = plan
-            try:
-                result = await self.start(
-                    kwargs, {Context: ctx}, None, app_scope(container), None, self.fn
-                )
-            except StateError as exc:
-                raise state_refusal(ctx, plan, exc) from None
+        launcher = self.launcher
+        try:
+            # With no scope object, if the plan starts so (see `Launcher.prepare`).
+            started, result = await launcher.launch(kwargs, {Context: ctx})
+        except StateError as exc:
+            raise state_refusal(ctx, launcher.plan, exc) from None
+        finally:
+            plan = launcher.plan  # recompiled only for an override or a new provider
+            if plan is not self.plan:
+                self._flags(plan)
+        if started:
             return self._own_result(result)
         if ctx is None:  # needs nothing from the request: no questions, no SESSION
             call = container.call()
