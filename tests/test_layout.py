@@ -96,14 +96,23 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the engine", ("_interpreter", "_codegen", "_executor", "_tracing")),
     (
         "the container",
-        ("_plans", "_overrides", "_call", "_session", "_startup", "_container", "_mcp_guard"),
+        (
+            "_plans",
+            "_launch",
+            "_overrides",
+            "_call",
+            "_session",
+            "_startup",
+            "_container",
+            "_mcp_guard",
+        ),
     ),
     ("stores", ("_stores",)),
     ("the interface", ("_integration",)),
     ("state", ("_state", "_leases")),
     ("the package", ("__init__",)),
     ("tools", ("_cli", "_bench", "_bench_timing", "_bench_report", "_probe", "_floor", "__main__")),
-    ("integrations", ("mcp", "starlette", "testing", "redis")),
+    ("integrations", ("mcp", "starlette", "asgi", "testing", "redis")),
 )
 # layers: end
 
