@@ -314,10 +314,13 @@ async def test_call_timeout_fails_with_timeout_error_and_closes_every_resource(
     async def handler(s: Annotated[str, Resolve(stuck_setup)]) -> None:
         raise AssertionError("not reached")
 
-    container = Container(call_timeout=0.2, concurrent=concurrent)
+    container = Container(call_timeout=0.5, concurrent=concurrent)
     with anyio.fail_after(5), pytest.raises(TimeoutError):
         await container.run(handler)
-    assert log == ["open", "stuck setup", "setup cancelled", "saw timeout", "closed"]
+    # On a loaded machine the deadline can pass before the stuck set-up even starts; then
+    # there is nothing of it to cancel, and the rest of the promise is the same.
+    setup = ["stuck setup", "setup cancelled"] if "stuck setup" in log else []
+    assert log == ["open", *setup, "saw timeout", "closed"]
 
 
 async def test_call_timeout_bounds_a_plain_resolver_too() -> None:
