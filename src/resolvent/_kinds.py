@@ -229,8 +229,11 @@ def enters_unknown(kind: Kind, provides: Any) -> bool:
 
     *kind* and *provides* are a provider's, as `read_function` found them.
     """
-    method = _ENTER.get(kind)
-    if method is None:
+    if kind is Kind.ASYNC_CONTEXT_MANAGER:  # identity tests: hashing a member costs a call
+        method = "__aenter__"
+    elif kind is Kind.CONTEXT_MANAGER:
+        method = "__enter__"
+    else:
         return False
     cls = get_origin(provides) or provides
     return hasattr(cls, method) and _enter_annotation(cls, method) is NO_DEFAULT

@@ -217,6 +217,23 @@ def _written_marker(marker: Any) -> str:
     return "Resolve(fn)" if fn is None else f"Resolve({getattr(fn, '__name__', 'fn')})"
 
 
+def _plain_annotations(fn: Any) -> dict[str, Any] | None:
+    """The annotations of a plain function that `lenient_hints` would give as they are,
+    where `_misplaced_marker` would find nothing: each a class that is no marker class,
+    or ``Annotated`` over a class (most handlers and resolvers). None for anything else,
+    which the general path reads."""
+    if type(fn) is not types.FunctionType:
+        return None
+    hints: dict[str, Any] = fn.__annotations__
+    for value in hints.values():
+        if value.__class__ is _ANNOTATED:
+            if not isinstance(value.__origin__, type):
+                return None
+        elif not isinstance(value, type) or value in RESOLVE_MARKERS:
+            return None
+    return dict(hints)
+
+
 def _misplaced_marker(fn: Callable[..., Any], name: str) -> None:
     """Refuse markers written where they are never read: ``x: Resolve(fn)``, ``x: Resolve``.
 
@@ -392,9 +409,14 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
             "  fix: pass the function (or class) itself, not the result of calling it"
         )
     name = describe_fn(fn)
-    _misplaced_marker(fn, name)
-    _pydantic_model(fn, name)
-    hints, unresolved = lenient_hints(fn)
+    hints = _plain_annotations(fn)
+    unresolved: dict[str, str]
+    if hints is not None:
+        unresolved = {}  # nothing to evaluate, no marker misplaced, not a class
+    else:
+        _misplaced_marker(fn, name)
+        _pydantic_model(fn, name)
+        hints, unresolved = lenient_hints(fn)
     returns = fn if inspect.isclass(fn) else hints.get("return", NO_DEFAULT)
     if "return" in unresolved:
         returns = NO_DEFAULT  # unknown: needed only if fn is used as a resolver
@@ -434,7 +456,12 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
             raise InvalidSignature(
                 f"parameter {p_name!r} of {name} has more than one Resolve marker; keep one"
             )
-        marker = RESOLVE_MARKERS[type(found[0])](found[0]) if found else None
+        if not found:
+            marker = None
+        else:
+            marker = found[0]
+            if marker.__class__ is not Resolve:  # another library's: converted
+                marker = RESOLVE_MARKERS[type(marker)](marker)
         if marker is None and _buried_marker(annotation):
             raise InvalidSignature(
                 f"parameter {p_name!r} of {name} hides Resolve(...) "
