@@ -2,7 +2,8 @@
 
 The apps (tests/starlette_apps.py) run as people run them: on ``lifespan=container.lifespan``
 under Starlette's `TestClient` used as a context manager (the real lifespan protocol, in
-process, on asyncio and trio), and a representative few under ``python -m uvicorn`` in a
+process, on asyncio and trio; framework, container setting and backend pairwise where
+a test tries them all), and a representative few under ``python -m uvicorn`` in a
 subprocess, hit with httpx over 127.0.0.1: one plain Starlette app, and one FastAPI app
 that mounts an MCP server. Each served app is one process shared by the module's tests.
 """
@@ -31,6 +32,7 @@ from starlette.testclient import TestClient
 from websockets.sync.client import connect as websocket_connect
 
 from mcp_helpers import text
+from modes import pairwise
 from resolvent import Container, InvalidSignature, Resolve, Scope
 from resolvent.starlette import inject
 from snapshot import assert_snapshot
@@ -129,9 +131,7 @@ def test_override_in_a_route(backend: Backend, resolvent_override: object) -> No
 # -- resources live until the response is sent ------------------------------------------
 
 
-@backends
-@pytest.mark.parametrize("framework", FRAMEWORKS)
-@pytest.mark.parametrize("mode", MODES)
+@pairwise(("framework", "mode", "backend"), FRAMEWORKS, list(MODES), BACKENDS)
 def test_streaming_response_reads_its_resource_while_it_streams(
     backend: Backend, framework: str, mode: str
 ) -> None:
@@ -145,9 +145,7 @@ def test_streaming_response_reads_its_resource_while_it_streams(
     assert log == ["open", "chunk 0", "chunk 1", "chunk 2", "close"]
 
 
-@backends
-@pytest.mark.parametrize("framework", FRAMEWORKS)
-@pytest.mark.parametrize("mode", MODES)
+@pairwise(("framework", "mode", "backend"), FRAMEWORKS, list(MODES), BACKENDS)
 def test_a_failing_handler_closes_its_resources_with_the_error(
     backend: Backend, framework: str, mode: str
 ) -> None:
@@ -220,9 +218,7 @@ async def test_a_client_that_leaves_mid_stream_still_closes_the_resources(
     assert "chunk 0" in log
 
 
-@backends
-@pytest.mark.parametrize("framework", FRAMEWORKS)
-@pytest.mark.parametrize("mode", MODES)
+@pairwise(("framework", "mode", "backend"), FRAMEWORKS, list(MODES), BACKENDS)
 def test_a_websocket_keeps_its_resources_for_the_whole_connection(
     backend: Backend, framework: str, mode: str
 ) -> None:
@@ -323,9 +319,7 @@ def get_many_with_faults(get: Callable[..., Any]) -> dict[int, int]:
     return statuses
 
 
-@backends
-@pytest.mark.parametrize("framework", FRAMEWORKS)
-@pytest.mark.parametrize("mode", MODES)
+@pairwise(("framework", "mode", "backend"), FRAMEWORKS, list(MODES), BACKENDS)
 def test_many_concurrent_requests_with_faults_leave_nothing_open(
     backend: Backend, framework: str, mode: str
 ) -> None:
