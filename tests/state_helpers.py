@@ -6,14 +6,16 @@ import contextlib
 import os
 import secrets
 import warnings
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mcp_helpers import free_port
-from resolvent import MemoryStore, SqliteStore, StateStore
+from modes import make_container
+from resolvent import Container, MemoryStore, Scope, SqliteStore, StateStore
 from toy_store import toy_url
 
 STORES = ["memory", "sqlite", "redis"]
@@ -119,6 +121,36 @@ async def open_test_store(
         prefix = f"test-{secrets.token_hex(4)}"  # every test its own key space
         async with RedisStore.connect(valkey, prefix=prefix, clock=clock) as redis:
             yield redis
+
+
+def open_kind(
+    request: pytest.FixtureRequest, kind: str, tmp_path: Path, clock: Clock | None = None
+) -> AbstractAsyncContextManager[StateStore]:
+    """`open_test_store` for a test of *kind*: the Valkey server is started only for Redis."""
+    valkey = request.getfixturevalue("valkey_url") if kind == "redis" else None
+    return open_test_store(kind, tmp_path, valkey, clock)
+
+
+class StoreKit:
+    """A container set up for an execution *mode* (tests/modes.py) whose APP scope
+    provides *store* (`self.store`, for a `State`'s ``store=``), and `run`, which runs a
+    handler as *mode* says. The state tests' kits add their kinds and handlers to it."""
+
+    def __init__(self, mode: str, store: StateStore) -> None:
+        self.mode = mode
+        self.container: Container = make_container(mode)
+
+        async def provide() -> AsyncIterator[StateStore]:
+            yield store
+
+        self.container.provide(provide, scope=Scope.APP)
+        self.store = provide
+
+    async def run(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        if self.mode == "interpreter":  # a multi-round call runs in the interpreter
+            async with self.container.call(rounds=True) as call:
+                return await call.run(fn, **kwargs)
+        return await self.container.run(fn, **kwargs)
 
 
 def store_env(valkey: str | None) -> dict[str, str]:

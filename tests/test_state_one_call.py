@@ -8,7 +8,7 @@ first; and when a write of the call is refused, its error says truly what was wr
 and the call writes nothing after it.
 """
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,19 +16,17 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from modes import MODES, make_container
+from modes import MODES
 from resolvent import (
-    Container,
     Handle,
     Held,
     Resolve,
-    Scope,
     State,
     StateConflict,
     StateNotFound,
     StateStore,
 )
-from state_helpers import Clock, open_test_store, stores_and_modes
+from state_helpers import Clock, StoreKit, open_kind, stores_and_modes
 
 pytestmark = pytest.mark.network  # the Redis store talks to 127.0.0.1
 
@@ -37,19 +35,13 @@ class Cart(BaseModel):
     items: dict[str, int] = {}
 
 
-class Kit:
+class Kit(StoreKit):
     """A container in *mode* with one store and two kinds named "cart", whose handles
     come from the call arguments ``src`` and ``dst``."""
 
     def __init__(self, mode: str, store: StateStore, **options: Any) -> None:
-        self.mode = mode
-        self.container: Container = make_container(mode)
-
-        async def provide() -> AsyncIterator[StateStore]:
-            yield store
-
-        self.container.provide(provide, scope=Scope.APP)
-        options = {"store": provide, "wait": 0.2, **options}
+        super().__init__(mode, store)
+        options = {"store": self.store, "wait": 0.2, **options}
         self.srcs = srcs = State("cart", Cart, argument="src", **options)
         self.dsts = dsts = State("cart", Cart, argument="dst", **options)
         self.gate: Callable[[], Any] | None = None
@@ -77,19 +69,12 @@ class Kit:
 
         self.open_cart, self.merge, self.show = open_cart, merge, show
 
-    async def run(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
-        if self.mode == "interpreter":  # a multi-round call runs in the interpreter
-            async with self.container.call(rounds=True) as call:
-                return await call.run(fn, **kwargs)
-        return await self.container.run(fn, **kwargs)
-
 
 @stores_and_modes(MODES)
 async def test_two_parameters_on_one_handle_share_its_lease_and_value(
     store_kind: str, mode: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    valkey = request.getfixturevalue("valkey_url") if store_kind == "redis" else None
-    async with open_test_store(store_kind, tmp_path, valkey) as store:
+    async with open_kind(request, store_kind, tmp_path) as store:
         kit = Kit(mode, store)
         srcs, dsts = kit.srcs, kit.dsts
 
@@ -163,9 +148,8 @@ async def test_a_refused_write_says_truly_what_the_call_wrote(
     """One lease of a merge of two carts runs out mid-call and another call takes it
     (the destination's, then the source's, so each write comes first once): the merge's
     error says what it wrote, and it writes nothing after the refusal."""
-    valkey = request.getfixturevalue("valkey_url") if store_kind == "redis" else None
     clock = Clock()
-    async with open_test_store(store_kind, tmp_path, valkey, clock) as store:
+    async with open_kind(request, store_kind, tmp_path, clock) as store:
         kit = Kit(mode, store, lease=30, wait=30)
         async with kit.container:
             branches = {await _refused_merge(kit, clock, taken) for taken in ("dst", "src")}

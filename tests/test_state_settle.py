@@ -29,7 +29,7 @@ from resolvent import (
     settles,
 )
 from settle_helpers import Booking, Declined, Faulty, Ok, values
-from state_helpers import open_test_store, stores_and_modes
+from state_helpers import open_kind, stores_and_modes
 
 
 class Tx:
@@ -172,8 +172,7 @@ async def test_a_round_that_asks_rolls_back_and_the_last_round_commits(mode: str
 async def store(
     store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[Faulty]:
-    valkey = request.getfixturevalue("valkey_url") if store_kind == "redis" else None
-    async with open_test_store(store_kind, tmp_path, valkey) as inner:
+    async with open_kind(request, store_kind, tmp_path) as inner:
         yield Faulty(inner)
 
 

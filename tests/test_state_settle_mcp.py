@@ -23,7 +23,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_helpers import MODES, answering, client, run_uvicorn, text
 from resolvent.mcp import inject
 from settle_helpers import Booking, Faulty, values
-from state_helpers import open_test_store, stores_and_modes
+from state_helpers import open_kind, open_test_store, stores_and_modes
 
 ACCEPT = ("accept", {"ok": True})
 
@@ -40,8 +40,7 @@ def seat_server(store: Faulty) -> tuple[MCPServer, Booking]:
 async def store(
     store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[Faulty]:
-    valkey = request.getfixturevalue("valkey_url") if store_kind == "redis" else None
-    async with open_test_store(store_kind, tmp_path, valkey) as inner:
+    async with open_kind(request, store_kind, tmp_path) as inner:
         yield Faulty(inner)
 
 

@@ -8,14 +8,14 @@ values with a `StateError` naming both versions, never calls its own `migrate` o
 and writes nothing back, so no field the new version added is ever lost.
 """
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel
 
-from modes import MODES, make_container
+from modes import MODES
 from resolvent import (
     Container,
     Handle,
@@ -29,7 +29,7 @@ from resolvent import (
     StateStore,
 )
 from snapshot import assert_snapshot
-from state_helpers import open_shared_stores, stores_and_modes
+from state_helpers import StoreKit, open_shared_stores, stores_and_modes
 
 pytestmark = pytest.mark.network  # the Redis store talks to 127.0.0.1
 
@@ -43,18 +43,12 @@ class CartV3(BaseModel):  # the new release adds notes
     notes: list[str] = []
 
 
-class Worker:
+class Worker(StoreKit):
     """One server process of a deployment: its own container and its own connection."""
 
     def __init__(self, mode: str, store: StateStore, model: type[BaseModel], **options: Any):
-        self.mode = mode
-        self.container: Container = make_container(mode)
-
-        async def provide() -> AsyncIterator[StateStore]:
-            yield store
-
-        self.container.provide(provide, scope=Scope.APP)
-        carts: State[Any] = State("cart", model, store=provide, wait=0.2, **options)
+        super().__init__(mode, store)
+        carts: State[Any] = State("cart", model, store=self.store, wait=0.2, **options)
 
         async def open_cart(cart: Annotated[Held[Any], Resolve(carts.new)]) -> str:
             return cart.handle
@@ -71,12 +65,6 @@ class Worker:
             return value
 
         self.open_cart, self.add, self.note, self.show = open_cart, add, note, show
-
-    async def run(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
-        if self.mode == "interpreter":  # a multi-round call runs in the interpreter
-            async with self.container.call(rounds=True) as call:
-                return await call.run(fn, **kwargs)
-        return await self.container.run(fn, **kwargs)
 
 
 @stores_and_modes(MODES)
