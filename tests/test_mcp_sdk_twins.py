@@ -27,6 +27,7 @@ from mcp.server.mcpserver import (
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_helpers import MODES, client
+from modes import pairwise
 from resolvent import Container
 from resolvent.mcp import inject
 
@@ -350,10 +351,16 @@ async def transcript(
     raise AssertionError(f"no result after 6 rounds: {seen}")
 
 
+# Every case in both protocol modes, with every container setting, on both backends: the
+# rows in which each two of those meet (30), not their product (120).
 @pytest.mark.anyio
-@pytest.mark.parametrize("config", CONTAINERS)
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("case", TWINS)
+@pairwise(
+    ("case", "mode", "config", "anyio_backend"),
+    list(TWINS),
+    MODES,
+    list(CONTAINERS),
+    ["asyncio", "trio"],
+)
 async def test_the_client_sees_the_same_call_from_the_sdk_and_from_inject(
     mode: str, case: str, config: str
 ) -> None:
