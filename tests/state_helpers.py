@@ -23,16 +23,29 @@ STORES = ["memory", "sqlite", "redis"]
 
 def stores_and_modes(modes: Sequence[str], backend: str = "anyio_backend") -> pytest.MarkDecorator:
     """Parametrize a test of `State` by ``store_kind``, ``mode`` and *backend* (the anyio
-    backend, or a TestClient's ``backend``) pairwise, not as their product.
+    backend, or a TestClient's ``backend``) as below, not as their product.
 
-    Every mode in *modes* runs on asyncio and on trio with the memory store: what the modes
-    and backends change is the call's own code, not the store's. SQLite and Redis run once
-    each, SQLite in the last mode on trio (its worker threads), Redis in the first on
-    asyncio. What a store must do on each backend is the conformance suite's
+    Every mode in *modes* runs on asyncio and on trio with the memory store, which never
+    waits: what the modes and backends change there is the call's own code. SQLite and
+    Redis wait for their I/O, which is where a call's concurrent branches overlap and its
+    call_timeout bites: each runs in the "concurrent" and "timeout" modes (where *modes*
+    has them; else SQLite in the last mode, Redis in the first), on the two backends in
+    turn. What a store must do on each backend is the conformance suite's
     (test_state_conformance.py), which runs every store on both.
     """
     combos = [("memory", mode, loop) for mode in modes for loop in ("asyncio", "trio")]
-    combos += [("sqlite", modes[-1], "trio"), ("redis", modes[0], "asyncio")]
+    overlapping = [mode for mode in modes if mode in ("concurrent", "timeout")]
+    if overlapping:
+        combos += [
+            ("sqlite", mode, loop)
+            for mode, loop in zip(overlapping, ("trio", "asyncio"), strict=False)
+        ]
+        combos += [
+            ("redis", mode, loop)
+            for mode, loop in zip(overlapping, ("asyncio", "trio"), strict=False)
+        ]
+    else:
+        combos += [("sqlite", modes[-1], "trio"), ("redis", modes[0], "asyncio")]
     params = [pytest.param(*combo, id="-".join(combo)) for combo in combos]
     return pytest.mark.parametrize(("store_kind", "mode", backend), params)
 
