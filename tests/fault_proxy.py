@@ -48,6 +48,7 @@ class FaultProxy:
         self._reset_after = False
         self._refusing = False
         self._live: set[anyio.abc.SocketStream] = set()
+        self._holding = 0  # chunks received and not yet passed on
         self._group: anyio.abc.TaskGroup | None = None
 
     # -- the switches ------------------------------------------------------------------
@@ -60,6 +61,14 @@ class FaultProxy:
     def thaw(self) -> None:
         """Move bytes again, those held back first."""
         self._flowing.set()
+
+    async def drained(self) -> None:
+        """Wait until every byte held back (by a freeze, latency) has been passed on, and
+        a moment more for the server to run what it got."""
+        with anyio.fail_after(10):
+            while self._holding:
+                await anyio.sleep(0.01)
+        await anyio.sleep(0.05)
 
     def drop(self) -> None:
         """Close every open connection now (a server that restarts)."""
@@ -120,10 +129,14 @@ class FaultProxy:
         try:
             while True:
                 data = await source.receive()
-                await self._flowing.wait()
-                if self.latency:
-                    await anyio.sleep(self.latency)
-                await self._flowing.wait()
+                self._holding += 1
+                try:
+                    await self._flowing.wait()
+                    if self.latency:
+                        await anyio.sleep(self.latency)
+                    await self._flowing.wait()
+                finally:
+                    self._holding -= 1
                 if not pair <= self._live:  # dropped meanwhile
                     break
                 marker = self._reset_on

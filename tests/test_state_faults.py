@@ -8,6 +8,7 @@ and trio. An unreachable server at start is the same one error, not an Exception
 """
 
 import contextlib
+import functools
 import logging
 import pickle
 import secrets
@@ -28,6 +29,7 @@ from resolvent import (
     Scope,
     State,
     StateError,
+    StateKey,
     StateStore,
     StoreUnavailable,
     open_store,
@@ -57,7 +59,7 @@ class Cart(BaseModel):
 class Shop:
     """A container with one State on a RedisStore behind the proxy, and its handlers."""
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: StateStore, lease: float = 1.0) -> None:
         self.container = Container()
 
         async def provide() -> AsyncIterator[StateStore]:
@@ -65,7 +67,7 @@ class Shop:
 
         self.container.provide(provide, scope=Scope.APP)
         # A short lease: a lease taken by a request the fault held back lapses quickly.
-        carts = State("cart", Cart, store=provide, lease=1.0, wait=5.0)
+        carts = State("cart", Cart, store=provide, lease=lease, wait=5.0)
 
         async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> str:
             return cart.handle
@@ -90,11 +92,15 @@ class Shop:
         return caught.value
 
 
-async def connect(proxy: FaultProxy) -> Any:
+async def connect(proxy: FaultProxy, connect_timeout: float = 4 * TIMEOUT) -> Any:
+    # Opening takes several round trips (a ping, the scripts): on a busy machine more than
+    # one operation's timeout, which the faults themselves are measured against.
     from resolvent.redis import RedisStore
 
     prefix = f"faults-{secrets.token_hex(4)}"
-    return RedisStore.connect(proxy.url, prefix=prefix, timeout=TIMEOUT, connect_timeout=TIMEOUT)
+    return RedisStore.connect(
+        proxy.url, prefix=prefix, timeout=TIMEOUT, connect_timeout=connect_timeout
+    )
 
 
 # -- the error itself ----------------------------------------------------------------------
@@ -150,7 +156,7 @@ async def test_a_frozen_server_at_start_fails_within_the_connect_timeout(
     async with fault_proxy(valkey) as proxy:
         proxy.freeze()
         with anyio.fail_after(HANG), pytest.raises(StoreUnavailable, match="cannot reach redis://"):
-            async with await connect(proxy):
+            async with await connect(proxy, connect_timeout=TIMEOUT):
                 pytest.fail("a frozen server does not open")
 
 
@@ -194,6 +200,46 @@ async def test_a_frozen_store_fails_calls_within_its_timeout_and_recovers(
             # The add that failed wrote nothing; edits work again (once the lease its
             # held-back load took has lapsed).
             assert await shop.run(shop.add, cart=cart, item="pear") == {"pear": 1}
+
+
+async def test_lease_requests_held_back_by_a_freeze_take_nothing_when_it_ends(
+    valkey: str,
+) -> None:
+    # Lease requests a frozen server holds back fail their calls within the store's
+    # timeout; when the server resumes it runs them, after their calls gave up. They must
+    # take nothing: a lease nobody holds locks its cart for the lease time. Some come from
+    # edits (which also send a release), some from a process that died before it could
+    # release anything (only the request itself reaches the server).
+    from resolvent._state import ANONYMOUS, owner_digest
+
+    async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
+        shop = Shop(store, lease=30.0)
+        async with shop.container:
+            carts = [await shop.run(shop.open_cart) for _ in range(6)]
+            await shop.run(shop.add, cart=carts[0], item="fig")  # a server at work: warm
+            proxy.freeze()
+
+            async def orphan(cart: str) -> None:
+                with pytest.raises(StoreUnavailable):
+                    await store.load(
+                        StateKey("cart", owner_digest(ANONYMOUS), cart), 3600, "gone", 30
+                    )
+
+            async with anyio.create_task_group() as group:
+                for cart in carts[:3]:
+                    group.start_soon(functools.partial(shop.fails, shop.add, cart=cart, item="fig"))
+                for cart in carts[3:]:
+                    group.start_soon(orphan, cart)
+            await anyio.sleep(TIMEOUT)  # frozen well past their deadlines, as a long freeze is
+            proxy.thaw()
+            await proxy.drained()  # the server ran every request it held back
+            keys = await store.client.keys(f"{store.prefix}:*")
+            assert len(keys) == len(carts)
+            holders = [await store.client.hget(key, "l") for key in keys]
+            assert holders == [b""] * len(carts)
+            for cart in carts:  # each cart takes an edit at once, not after 30 s
+                added = await shop.run(shop.add, cart=cart, item="pear")
+                assert added == ({"fig": 1, "pear": 1} if cart == carts[0] else {"pear": 1})
 
 
 async def test_latency_under_the_timeout_only_slows_calls(valkey: str) -> None:

@@ -295,17 +295,24 @@ class StoreUnavailable(StateError):
         store: where the store is: its URL without the password.
         cause: what went wrong, as the client library or the timeout said it.
         brief: the message fit to show a remote caller (no URL, no cause).
+        fix: what to check, when the store says more than the default advice (a
+            server that is running and reachable).
     """
 
-    def __init__(self, store: str, cause: str) -> None:
+    def __init__(self, store: str, cause: str, fix: str | None = None) -> None:
         self.store = store
         self.cause = cause
+        self.fix = fix
         self.brief = "the state store is unavailable; try again in a moment"
+        if fix is None:
+            fix = (
+                "check that the store's server is running and reachable from here; "
+                "calls succeed again as soon as it answers"
+            )
         super().__init__(
             f"the state store is unavailable: cannot reach {store}: {cause.rstrip('.')}.\n"
-            "  fix: check that the store's server is running and reachable from here; "
-            "calls succeed again as soon as it answers"
+            f"  fix: {fix}"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.store, self.cause))
+        return (type(self), (self.store, self.cause, self.fix))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -32,6 +33,9 @@ __all__ = ("RedisStore",)
 
 # Times are milliseconds. ARGV[1] is "now" when a test drives the clock, else empty: the
 # server's own TIME. A value's hash: d data, x deadline, e expires, l lease token, u lease end.
+# A lease request (a load that leases, a renewal) carries the moment its caller gives up:
+# a request the server runs later than that (held back by a frozen server or network) is
+# answered -1 and changes nothing, since nobody is left to hold or release its lease.
 _PRELUDE = """
 local function now_ms()
   if ARGV[1] ~= '' then return tonumber(ARGV[1]) end
@@ -56,6 +60,7 @@ return 1
 _LOAD = (
     _PRELUDE
     + """
+if tonumber(ARGV[4]) > 0 and ARGV[5] and now > tonumber(ARGV[5]) then return -1 end
 local v = redis.call('HMGET', KEYS[1], 'd', 'x', 'e', 'l', 'u')
 if not v[1] then return false end
 if tonumber(v[3]) <= now then
@@ -80,6 +85,7 @@ return v[1]
 _RENEW = (
     _PRELUDE
     + """
+if now > tonumber(ARGV[4]) then return -1 end
 local v = redis.call('HMGET', KEYS[1], 'x', 'e', 'l')
 if not v[1] or tonumber(v[2]) <= now or v[3] ~= ARGV[2] then return 0 end
 local until_ms = now + tonumber(ARGV[3])
@@ -89,6 +95,8 @@ redis.call('PEXPIRE', KEYS[1], math.max(1, expires - now))
 return 1
 """
 )
+
+_CLOCK = _PRELUDE + "return now"  # the server's clock, as the scripts read it
 
 _RECALL = (
     _PRELUDE
@@ -130,6 +138,8 @@ return 1
 _UNAVAILABLE = (OSError, TimeoutError, coredis.exceptions.RedisError)
 
 _TIMEOUT = 3.0  # seconds: a store operation's bound, and a new connection's, by default
+_RESYNC = 300.0  # seconds between readings of the server's clock, for lease deadlines
+_SLACK = 0.05  # seconds a lease request's deadline allows for reading that clock
 
 # Set while a store operation runs, and so in the context every connection it opens copies:
 # coredis's own reports on those connections ("Connection attempt failed unexpectedly!",
@@ -222,12 +232,17 @@ class RedisStore:
         self.timeout = float(timeout)
         self.name = f"redis://{client.connection_pool.location!r}" if name is None else name
         self._clock = clock
+        # The server's clock (TIME) minus time.monotonic(), read now and then: a lease
+        # request's deadline is sent on the server's clock, which the script compares.
+        self._offset: float | None = None
+        self._synced = 0.0
         # Scripts run with EVALSHA (loaded on first use); typed loosely: replies vary.
         self._create: Any = client.register_script(_CREATE)
         self._load: Any = client.register_script(_LOAD)
         self._save: Any = client.register_script(_SAVE)
         self._renew: Any = client.register_script(_RENEW)
         self._recall: Any = client.register_script(_RECALL)
+        self._time: Any = client.register_script(_CLOCK)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -330,12 +345,50 @@ class RedisStore:
     def _now(self) -> str:
         return "" if self._clock is None else str(int(self._clock() * 1000))
 
-    async def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        """One script on *keys*, within the store's timeout; a lost store as one error."""
+    async def _sync(self) -> None:
+        """Read the server's clock, for the deadlines of lease requests."""
+        sent = time.monotonic()
+        server: Any = await self._time(keys=[], args=[""])
+        answered = time.monotonic()
+        self._offset = int(server) / 1000 - (sent + answered) / 2
+        self._synced = answered
+
+    async def _give_up(self) -> str:
+        """When the caller of the operation under way stops waiting for its answer (the
+        store's timeout, or the call's own deadline if sooner), on the script's clock."""
+        left = anyio.current_effective_deadline() - anyio.current_time()
+        if self._clock is not None:
+            return str(int((self._clock() + left) * 1000))
+        now = time.monotonic()
+        if self._offset is None or now - self._synced > _RESYNC:
+            await self._sync()
+            now = time.monotonic()
+        assert self._offset is not None  # set by _sync
+        return str(int((now + self._offset + left + _SLACK) * 1000))
+
+    async def _run(
+        self, script: Any, keys: list[str], args: list[Any], *, leasing: bool = False
+    ) -> Any:
+        """One script on *keys*, within the store's timeout; a lost store as one error.
+        *leasing*: the script takes the moment its caller gives up as one more argument
+        (and answers -1 if it runs later, changing nothing)."""
         ours = _OURS.set(True)
         try:
             with anyio.fail_after(self.timeout):
-                return await script(keys=keys, args=args)
+                if not leasing:
+                    return await script(keys=keys, args=args)
+                answer = await script(keys=keys, args=[*args, await self._give_up()])
+                if answer == -1:  # seen late by a caller still here: the clock moved
+                    self._offset = None
+                    answer = await script(keys=keys, args=[*args, await self._give_up()])
+                if answer == -1:
+                    raise StoreUnavailable(
+                        self.name,
+                        "the server's clock (TIME) runs ahead of this host's by more than "
+                        "the operation's timeout",
+                        "keep the clocks of the server and this host in sync (NTP)",
+                    )
+                return answer
         except _UNAVAILABLE as exc:
             cause = (
                 f"no answer within timeout={self.timeout:g} s"
@@ -355,7 +408,10 @@ class RedisStore:
     async def load(self, key: StateKey, idle: float, token: str, lease: float) -> bytes | None:
         """The value, optionally leased (see `StateStore.load`)."""
         found: Any = await self._run(
-            self._load, [self.key(key)], [self._now(), _ms(idle), token, _ms(lease)]
+            self._load,
+            [self.key(key)],
+            [self._now(), _ms(idle), token, _ms(lease)],
+            leasing=lease > 0,
         )
         if found == 0:
             raise StateConflict(f"{key.kind} {key.handle!r} is leased by another call")
@@ -363,7 +419,8 @@ class RedisStore:
 
     async def renew(self, key: StateKey, token: str, lease: float) -> bool:
         """Extend the lease while *token* holds it (see `StateStore.renew`)."""
-        done: Any = await self._run(self._renew, [self.key(key)], [self._now(), token, _ms(lease)])
+        args = [self._now(), token, _ms(lease)]
+        done: Any = await self._run(self._renew, [self.key(key)], args, leasing=True)
         return bool(done == 1)
 
     async def save(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import queue
 import random
 import sqlite3
@@ -12,7 +14,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
-from .._errors import ResolventError, StateConflict
+from .._errors import StateConflict, StoreUnavailable
 from . import StateKey
 
 __all__ = ("SqliteStore",)
@@ -50,12 +52,33 @@ _BUSY: Any = object()
 _ATTEMPT = 0.05  # seconds one statement waits inside SQLite for another writer
 
 
-def _busy(exc: sqlite3.OperationalError) -> bool:
+_FIX = (
+    "check that the file and its directory exist and are readable and writable by this "
+    "process, and that the file is a SQLite database; calls succeed again as soon as it "
+    "opens"
+)
+
+
+def _busy(exc: sqlite3.Error) -> bool:
     """Whether *exc* is SQLITE_BUSY or SQLITE_LOCKED (another connection's lock)."""
     code = getattr(exc, "sqlite_errorcode", None)
     if code is None:  # not set on errors raised by this module
         return "locked" in str(exc) or "busy" in str(exc)
     return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _lost(exc: sqlite3.Error) -> bool:
+    """Whether *exc* says the file cannot be used (missing, unreadable, not a database, a
+    disk I/O error): not a mistake in the statement, nor another connection's lock."""
+    if not isinstance(exc, sqlite3.DatabaseError) or _busy(exc):
+        return False
+    mistakes = (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.DataError)
+    return not isinstance(exc, mistakes)
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 class SqliteStore:
@@ -66,6 +89,13 @@ class SqliteStore:
     every other process; a save is a compare-and-set on the lease in SQL. The file is in
     WAL mode, and a connection waits up to *busy_timeout* for another writer. A thread
     of the store deletes expired rows every *sweep* seconds.
+
+    A file that cannot be used (its directory gone, the file removed or replaced, not a
+    database, a disk I/O error), or a write lock another connection holds past
+    *busy_timeout*, fails the operation with `resolvent.StoreUnavailable`, naming the
+    file and the cause. The connection that met it is closed; the next operation opens
+    the file again (and its tables, if the file is new), so the store serves again as
+    soon as the file is back.
 
     Open it with ``await SqliteStore.open(path)`` or ``open_store("sqlite:///path")``,
     and close it with `aclose`.
@@ -86,6 +116,9 @@ class SqliteStore:
         sweep: float = 1.0,
     ) -> None:
         self.path = path
+        self.name = f"sqlite:///{path}"
+        """The store as messages name it: its URL."""
+        self._watch = path not in ("", ":memory:") and not path.startswith("file:")
         self._clock = clock
         self._busy_timeout = busy_timeout
         self._sweep_every = sweep
@@ -94,6 +127,11 @@ class SqliteStore:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
+        # The file each pooled connection has open (device, inode), to notice a file
+        # removed or replaced under it; and whether a connection was lost since the store
+        # opened (a new connection then makes sure the tables exist).
+        self._opened: dict[int, tuple[int, int]] = {}
+        self._repair = False
 
     @classmethod
     async def open(
@@ -107,23 +145,16 @@ class SqliteStore:
         """Open (and create) the database at *path*, and start sweeping it.
 
         Raises:
-            ResolventError: the file cannot be opened as a database.
+            StoreUnavailable: the file cannot be opened as a database, or another
+                connection kept it locked past *busy_timeout* (the message names the
+                file and the cause).
         """
         store = cls(path, clock=clock, busy_timeout=busy_timeout, sweep=sweep)
         try:
             await anyio.to_thread.run_sync(store._setup)
         except sqlite3.Error as exc:
             await store.aclose()
-            fix = (
-                f"another connection kept the file locked past busy_timeout={busy_timeout}; "
-                "raise it, or find the process that holds the lock"
-                if isinstance(exc, sqlite3.OperationalError) and _busy(exc)
-                else "check that the directory exists and is writable"
-            )
-            raise ResolventError(
-                f"SqliteStore.open: cannot open the SQLite state store at {path!r}: {exc}.\n"
-                f"  fix: {fix}"
-            ) from exc
+            raise store._unavailable(exc) from exc
         store._sweeper = threading.Thread(
             target=store._sweep_loop, name="resolvent-sqlite-sweep", daemon=True
         )
@@ -139,10 +170,56 @@ class SqliteStore:
             isolation_level=None,  # transactions are explicit: BEGIN IMMEDIATE
             check_same_thread=False,  # pooled: used by one worker thread at a time
         )
-        conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            conn.close()
+            raise
         with self._lock:
             self._all.append(conn)
         return conn
+
+    def _discard(self, conn: sqlite3.Connection) -> None:
+        """Close *conn*, which met a file it cannot use; the next operation opens anew."""
+        self._repair = True
+        self._opened.pop(id(conn), None)
+        with self._lock:
+            if conn in self._all:
+                self._all.remove(conn)
+        with contextlib.suppress(sqlite3.Error):  # closing what is already broken
+            conn.close()
+
+    def _check(self, conn: sqlite3.Connection) -> None:
+        """Refuse a file removed or replaced since *conn* opened it: SQLite would go on
+        writing to the removed one, which no other connection (nor a restart) sees."""
+        if not self._watch:  # in memory, or a URI: no file of its own to watch
+            return
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            raise sqlite3.OperationalError(
+                f"the database file is gone ({exc.strerror or type(exc).__name__})"
+            ) from exc
+        known = self._opened.get(id(conn))
+        if known is None:
+            if self._repair:  # a new file after a lost one: its tables first
+                self._create_schema(conn)
+            self._opened[id(conn)] = (st.st_dev, st.st_ino)
+        elif known != (st.st_dev, st.st_ino):
+            raise sqlite3.OperationalError(
+                "the database file was removed or replaced since this connection opened it"
+            )
+
+    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
+        if _busy(exc):
+            return StoreUnavailable(
+                self.name,
+                f"{_line(exc)} (another connection held the write lock for longer than "
+                f"busy_timeout={self._busy_timeout:g} s)",
+                "find the process that holds the file's write lock for so long, or raise "
+                "SqliteStore's busy_timeout",
+            )
+        return StoreUnavailable(self.name, _line(exc), _FIX)
 
     def _setup(self) -> None:
         conn = self._connect()
@@ -187,28 +264,41 @@ class SqliteStore:
         except queue.Empty:
             conn = self._connect()
         try:
-            return fn(conn, *args)
-        finally:
+            self._check(conn)
+            result = fn(conn, *args)
+        except sqlite3.Error as exc:
+            if _lost(exc):
+                self._discard(conn)
+            else:
+                self._pool.put(conn)
+            raise
+        except BaseException:
             self._pool.put(conn)
+            raise
+        self._pool.put(conn)
+        return result
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         # A thread is not abandoned on cancellation (a transaction that started finishes),
         # so one attempt waits at most _ATTEMPT for another connection's write lock inside
         # SQLite; the wait between attempts is this task's own and ends when the call is
         # cancelled (its call_timeout), up to busy_timeout in all.
+        # A file that cannot be used, or a lock held past busy_timeout, is StoreUnavailable.
         give_up: float | None = None
         pause = 0.001
         while True:
             try:
                 return await anyio.to_thread.run_sync(self._with, fn, *args)
-            except sqlite3.OperationalError as exc:
+            except sqlite3.Error as exc:
                 if not _busy(exc):
+                    if _lost(exc):
+                        raise self._unavailable(exc) from exc
                     raise
                 now = anyio.current_time()
                 if give_up is None:
                     give_up = now + self._busy_timeout - _ATTEMPT
                 elif now >= give_up:
-                    raise
+                    raise self._unavailable(exc) from exc
             await anyio.sleep(pause * (0.5 + random.random()))
             pause = min(pause * 2, 0.02)
 

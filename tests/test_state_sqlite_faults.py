@@ -1,0 +1,191 @@
+"""State on a real SQLite file under faults: a file that cannot be opened, a directory
+removed under a running server, a write lock another connection holds too long.
+
+Each fault fails the call with `StoreUnavailable`, naming the file and the cause (never a
+raw ``sqlite3`` error); an MCP client reads that the store is unavailable and the server
+logs one line; once the file is back, the next call works with no restart. On asyncio and
+trio.
+"""
+
+import logging
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from resolvent import (
+    Container,
+    Handle,
+    Held,
+    Resolve,
+    Scope,
+    SqliteStore,
+    State,
+    StateNotFound,
+    StateStore,
+    StoreUnavailable,
+    open_store,
+)
+
+HANG = 20.0  # seconds: only a hung call takes this long
+
+
+class Cart(BaseModel):
+    items: dict[str, int] = {}
+
+
+class Shop:
+    """A container with one State on *store*, and its handlers."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.container = Container()
+
+        async def provide() -> AsyncIterator[StateStore]:
+            yield store
+
+        self.container.provide(provide, scope=Scope.APP)
+        carts = State("cart", Cart, store=provide, wait=1.0)
+
+        async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> str:
+            return cart.handle
+
+        async def add(cart: Handle, item: str, edit: Annotated[Held[Cart], Resolve(carts.edit)]):
+            edit.value.items[item] = edit.value.items.get(item, 0) + 1
+            return dict(edit.value.items)
+
+        async def show(cart: Handle, value: Annotated[Cart, Resolve(carts.read)]) -> Cart:
+            return value
+
+        self.open_cart, self.add, self.show = open_cart, add, show
+
+    async def run(self, fn: Any, **kwargs: Any) -> Any:
+        with anyio.fail_after(HANG):
+            return await self.container.run(fn, **kwargs)
+
+    async def fails(self, fn: Any, **kwargs: Any) -> StoreUnavailable:
+        with pytest.raises(StoreUnavailable) as caught:
+            await self.run(fn, **kwargs)
+        return caught.value
+
+
+async def test_a_file_that_cannot_be_opened_is_store_unavailable(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dir" / "carts.db"
+    with anyio.fail_after(HANG), pytest.raises(StoreUnavailable) as caught:
+        await SqliteStore.open(str(missing))
+    assert caught.value.store == f"sqlite:///{missing}"
+    assert caught.value.cause == "OperationalError: unable to open database file"
+    assert str(caught.value).startswith(
+        f"the state store is unavailable: cannot reach sqlite:///{missing}: OperationalError"
+    )
+    assert "directory exist" in str(caught.value)  # the fix says what to check
+
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database, " * 512)
+    with anyio.fail_after(HANG), pytest.raises(StoreUnavailable) as caught:
+        async with open_store(f"sqlite:///{garbage}"):
+            pytest.fail("a file that is not a database does not open")
+    assert caught.value.cause == "DatabaseError: file is not a database"
+
+
+async def test_a_removed_directory_fails_calls_and_the_store_serves_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    store = await SqliteStore.open(str(folder / "carts.db"))
+    try:
+        shop = Shop(store)
+        async with shop.container:
+            cart = await shop.run(shop.open_cart)
+            assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
+            folder.rename(tmp_path / "away")  # the file and its directory, gone from here
+            # Not one write goes to the file that moved away: every call says so.
+            for fn, kwargs in (
+                (shop.add, {"cart": cart, "item": "fig"}),
+                (shop.show, {"cart": cart}),
+                (shop.open_cart, {}),
+            ):
+                error = await shop.fails(fn, **kwargs)
+                assert error.store == store.name
+                assert "OperationalError" in error.cause
+            (tmp_path / "away").rename(folder)
+            # Back: the next call works on the same file, with only the acknowledged add.
+            assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 2}
+
+            # Removed for good and made again, empty: new carts work on the new file.
+            (folder / "carts.db").unlink()
+            for extra in folder.iterdir():
+                extra.unlink()
+            folder.rmdir()
+            await shop.fails(shop.add, cart=cart, item="fig")
+            folder.mkdir()
+            with pytest.raises(StateNotFound):
+                await shop.run(shop.show, cart=cart)
+            fresh = await shop.run(shop.open_cart)
+            assert await shop.run(shop.add, cart=fresh, item="pear") == {"pear": 1}
+    finally:
+        await store.aclose()
+
+
+async def test_a_write_lock_held_past_busy_timeout_is_store_unavailable(tmp_path: Path) -> None:
+    store = await SqliteStore.open(str(tmp_path / "carts.db"), busy_timeout=0.2)
+    try:
+        shop = Shop(store)
+        async with shop.container:
+            cart = await shop.run(shop.open_cart)
+            other = sqlite3.connect(store.path, isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")  # another process's long write transaction
+            try:
+                error = await shop.fails(shop.add, cart=cart, item="fig")
+            finally:
+                other.execute("ROLLBACK")
+                other.close()
+            assert error.cause.startswith("OperationalError: database is locked")
+            assert "busy_timeout=0.2 s" in error.cause
+            assert "write lock" in str(error).split("fix:")[1]
+            assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
+    finally:
+        await store.aclose()
+
+
+async def test_an_mcp_client_reads_that_the_sqlite_store_is_unavailable_and_the_log_has_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp.server.mcpserver import MCPServer
+
+    from mcp_helpers import client
+    from resolvent.mcp import inject
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    store = await SqliteStore.open(str(folder / "carts.db"))
+    try:
+        shop = Shop(store)
+        server = MCPServer("shop", lifespan=shop.container.lifespan)
+        server.tool()(inject(shop.container)(shop.open_cart))
+        server.tool()(inject(shop.container)(shop.add))
+        async with client(server, "legacy") as c:
+            opened = (await c.call_tool("open_cart", {})).structured_content
+            assert opened is not None
+            folder.rename(tmp_path / "away")
+            caplog.clear()
+            with caplog.at_level(logging.INFO), anyio.fail_after(HANG):
+                failed = await c.call_tool("add", {"cart": opened["result"], "item": "fig"})
+            assert failed.is_error
+            assert failed.content[0].text.endswith(  # type: ignore[union-attr]
+                ": the state store is unavailable; try again in a moment"
+            )
+            loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+            assert [r.name for r in loud] == ["resolvent"], [r.getMessage() for r in loud]
+            assert f"cannot reach {store.name}: " in loud[0].getMessage()
+            assert loud[0].exc_info is None
+            (tmp_path / "away").rename(folder)
+            added = await c.call_tool("add", {"cart": opened["result"], "item": "fig"})
+            assert not added.is_error
+            assert added.content[0].text == '{\n  "fig": 1\n}'  # type: ignore[union-attr]
+    finally:
+        await store.aclose()
