@@ -17,11 +17,24 @@ from . import LEDGER as _LEDGER
 from . import Held, Ledger, call_ledger
 from .access import Access
 
-__all__ = ("IDEMPOTENCY_KEY", "make_idempotent")
+__all__ = ("IDEMPOTENCY_KEY", "IDEMPOTENCY_META", "idempotency_argument", "make_idempotent")
 
 R = TypeVar("R")
 
 IDEMPOTENCY_KEY = "idempotency_key"
+IDEMPOTENCY_META = "io.resolvent/idempotency-key"
+"""The request ``_meta`` key an MCP client may send the idempotency key in, instead of the
+argument (a prefix in reverse DNS notation, as MCP asks of ``_meta`` keys)."""
+_KEYED = "__resolvent_idempotency_key__"  # on an `idempotent` handler: its key's argument
+
+
+def idempotency_argument(fn: Callable[..., Any]) -> str | None:
+    """The argument a `State.idempotent` handler takes its key in, or None for any other
+    function; integrations fill it from where their requests carry the key."""
+    found = getattr(fn, _KEYED, None)
+    return found if isinstance(found, str) else None
+
+
 _KEY_ARGUMENT = Annotated[
     str | None,
     Field(
@@ -116,4 +129,5 @@ def make_idempotent(
     }
     for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
         setattr(idempotent, attribute, getattr(fn, attribute, None))
+    setattr(idempotent, _KEYED, IDEMPOTENCY_KEY)
     return idempotent

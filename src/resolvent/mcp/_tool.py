@@ -51,6 +51,7 @@ from .._integration import (
     instance_parameter,
     shown_hints,
 )
+from .._state.idempotency import IDEMPOTENCY_META, idempotency_argument
 from ._asking import ask_over_back_channel, input_required, uses_input_required
 from ._errors import (
     TWO_FLOWS,
@@ -178,6 +179,9 @@ class _Tool:
         self.launcher = bare if bare.direct(plan) else Launcher(container, plan, asker=True)
         self.bare = self.launcher is bare
         self.wrapper = self._make_wrapper(plan)
+        keyed = idempotency_argument(fn)
+        if keyed is not None:  # State.idempotent: the key may come in the request's _meta
+            self.wrapper = with_meta_key(self.wrapper, keyed, self.ctx_name, self.takes_ctx)
 
     def _flags(self, plan: Plan) -> None:
         self.plan = plan
@@ -423,3 +427,60 @@ def _context_name(plan: Plan) -> str:
         if name not in taken:
             return name
     raise McpInvalidSignature(f"{plan.name}: no free parameter name for the MCP Context")
+
+
+# -- the idempotency key of a State.idempotent tool, from the request's _meta too ----------
+#
+# A tool made with `resolvent.State.idempotent` takes the key as its ``idempotency_key``
+# argument; an MCP client may send it instead under ``_meta`` as
+# ``io.resolvent/idempotency-key`` (the argument wins when both are sent), so a client
+# library can make every retried call idempotent without touching the arguments.
+
+
+def with_meta_key(
+    wrapper: Callable[..., Awaitable[Any]], argument: str, ctx_name: str, ctx_passed: bool
+) -> Callable[..., Awaitable[Any]]:
+    """*wrapper* (an injected tool's), filling *argument* from the request's ``_meta``
+    when the client did not send it. It takes the SDK's `Context` as *ctx_name*, and
+    passes it on only when *ctx_passed* (the wrapper takes it too)."""
+
+    async def keyed(*args: Any, **kwargs: Any) -> Any:
+        ctx = kwargs.get(ctx_name) if ctx_passed else kwargs.pop(ctx_name, None)
+        if kwargs.get(argument) is None and ctx is not None:
+            found = meta_key(ctx)
+            if found is not None:
+                kwargs[argument] = found
+        return await wrapper(*args, **kwargs)
+
+    signature = inspect.signature(wrapper)
+    annotations = dict(wrapper.__annotations__)
+    if not ctx_passed:
+        kw = inspect.Parameter.KEYWORD_ONLY
+        params = [
+            *signature.parameters.values(),
+            inspect.Parameter(ctx_name, kw, annotation=Context),
+        ]
+        signature = signature.replace(parameters=params)
+        annotations[ctx_name] = Context
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__", "__wrapped__"):
+        value = getattr(wrapper, attribute, None)
+        if value is not None:
+            setattr(keyed, attribute, value)
+    keyed.__dict__.update(
+        {k: v for k, v in wrapper.__dict__.items() if k not in ("__signature__", "__wrapped__")}
+    )
+    keyed.__signature__ = signature  # type: ignore[attr-defined]
+    keyed.__annotations__ = annotations
+    return keyed
+
+
+def meta_key(ctx: Context[Any, Any]) -> Any:
+    """What the request's ``_meta`` carries under ``io.resolvent/idempotency-key``
+    (checked by the handler like the argument), or None."""
+    try:
+        meta = ctx.request_context.meta
+    except ValueError:  # no request: MCPServer.call_tool() called directly
+        return None
+    if not meta:
+        return None
+    return meta.get(IDEMPOTENCY_META)

@@ -1,0 +1,114 @@
+"""An MCP client supplies the idempotency key of a `State.idempotent` tool either as the
+``idempotency_key`` argument or in the request's ``_meta`` under
+``io.resolvent/idempotency-key``; through the SDK's real client, on both protocols (the
+handshake one, 2025-11-25, and the sessionless 2026-07-28).
+"""
+
+from typing import Annotated, Any
+
+import pytest
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel
+
+from mcp_helpers import MODES, client, text
+from resolvent import Container, Handle, Held, Resolve, State
+from resolvent.mcp import inject
+
+META = "io.resolvent/idempotency-key"
+
+
+class Cart(BaseModel):
+    items: dict[str, int] = {}
+
+
+class Items(BaseModel):
+    items: dict[str, int]
+
+
+def shop(*, with_context: bool) -> MCPServer:
+    container = Container()
+    carts = State("cart", Cart)
+    server = MCPServer("shop", lifespan=container.lifespan)
+
+    @server.tool()
+    @inject(container)
+    async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> str:
+        return cart.handle
+
+    if with_context:  # a tool that takes the SDK's Context itself
+
+        @server.tool()
+        @inject(container)
+        @carts.idempotent
+        async def add(
+            cart: Handle, item: str, ctx: Context, edit: Annotated[Held[Cart], Resolve(carts.edit)]
+        ) -> Items:
+            assert isinstance(ctx, Context)
+            edit.value.items[item] = edit.value.items.get(item, 0) + 1
+            return Items(items=edit.value.items)
+
+    else:
+
+        @server.tool()
+        @inject(container)
+        @carts.idempotent
+        async def add(
+            cart: Handle, item: str, edit: Annotated[Held[Cart], Resolve(carts.edit)]
+        ) -> Items:
+            edit.value.items[item] = edit.value.items.get(item, 0) + 1
+            return Items(items=edit.value.items)
+
+    @server.tool()
+    @inject(container)
+    async def show(cart: Handle, value: Annotated[Cart, Resolve(carts.read)]) -> Cart:
+        return value
+
+    return server
+
+
+@pytest.mark.parametrize("with_context", [False, True], ids=["plain", "takes-context"])
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_idempotency_key_rides_the_request_meta_or_the_argument(
+    mode: str, with_context: bool
+) -> None:
+    server = shop(with_context=with_context)
+    async with client(server, mode) as c:
+        tools = {tool.name: tool for tool in (await c.list_tools()).tools}
+        # The schema shows the argument; _meta needs no parameter, and the Context none.
+        assert set(tools["add"].input_schema["properties"]) == {"cart", "item", "idempotency_key"}
+        cart = (await c.call_tool("open_cart", {})).structured_content["result"]  # type: ignore[index]
+
+        async def add(item: str, key: str | None = None, **arguments: Any) -> Any:
+            result = await c.call_tool(
+                "add", {"cart": cart, "item": item, **arguments}, meta={META: key} if key else None
+            )
+            assert not result.is_error, text(result)
+            return result.structured_content
+
+        first = await add("fig", key="req-1")
+        assert first == {"items": {"fig": 1}}
+        # The retry, keyed in _meta: the first answer, and nothing added.
+        assert await add("fig", key="req-1") == first
+        # The same key as the argument is the same request.
+        assert await add("fig", idempotency_key="req-1") == first
+        # A new key in _meta is a new request; the argument wins over _meta.
+        assert await add("pear", key="req-2") == {"items": {"fig": 1, "pear": 1}}
+        assert await add("plum", key="req-2", idempotency_key="req-3") == {
+            "items": {"fig": 1, "pear": 1, "plum": 1}
+        }
+        # Without a key anywhere, every call edits.
+        await add("fig")
+        shown = await c.call_tool("show", {"cart": cart})
+        assert shown.structured_content == {"items": {"fig": 2, "pear": 1, "plum": 1}}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_meta_key_that_is_not_a_string_is_refused_saying_so(mode: str) -> None:
+    server = shop(with_context=False)
+    async with client(server, mode) as c:
+        cart = (await c.call_tool("open_cart", {})).structured_content["result"]  # type: ignore[index]
+        result = await c.call_tool("add", {"cart": cart, "item": "fig"}, meta={META: 42})
+        assert result.is_error
+        assert "idempotency_key must be a string of 1 to 200 characters, not int" in text(result)
+        shown = await c.call_tool("show", {"cart": cart})
+        assert shown.structured_content == {"items": {}}
