@@ -748,10 +748,24 @@ def once(kit: Kit) -> Callable[..., Any]:
     return kit.carts.idempotent(add_once)
 
 
+class ProtocolOnly:
+    """A store seen through the `StateStore` protocol alone: without the optional
+    ``load_recalling``, as a store of one's own may be."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self.create, self.load, self.renew = store.create, store.load, store.renew
+        self.save, self.recall, self.aclose = store.save, store.recall, store.aclose
+
+
+@pytest.mark.parametrize("through", ["store", "protocol only"])
 async def test_a_repeated_idempotency_key_returns_the_first_result_and_edits_once(
-    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock, through: str
 ) -> None:
-    async with opened(store_kind, tmp_path, request, clock) as store:
+    async with opened(store_kind, tmp_path, request, clock) as opened_store:
+        store = opened_store if through == "store" else ProtocolOnly(opened_store)
+        if through == "protocol only":
+            assert not hasattr(store, "load_recalling")
         kit = Kit(store, idempotency_ttl=100)
         add_once = once(kit)
         async with kit.container:

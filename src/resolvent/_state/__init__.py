@@ -120,9 +120,11 @@ class Loaded:
 
     __slots__ = (
         "data",
+        "earlier",
         "failed",
         "held",
         "model",
+        "name",
         "ready",
         "receipt",
         "replayed",
@@ -143,6 +145,10 @@ class Loaded:
         self.where: tuple[StateStore, StateKey] | None = None
         self.receipt: tuple[str, bytes] | None = None
         self.replayed = False
+        # The request (its result's name) the edit loaded the handle for, and the result
+        # a call with that key kept, found in the same step as the load.
+        self.name: str | None = None
+        self.earlier: bytes | None = None
 
     def done(self, *, failed: bool = False) -> None:
         self.ready, self.failed = True, failed

@@ -64,7 +64,7 @@ class Access(Codec[M]):
             return shared
         entry = ledger.open(store, key, self.model)
         try:
-            data = await self._load(store, key, ledger.token, 0.0)
+            data, _ = await self._load(store, key, ledger.token, 0.0)
             entry.value = self._decode(key, data)
         except BaseException:
             ledger.drop(store, key, entry)
@@ -74,12 +74,18 @@ class Access(Codec[M]):
         return entry.value  # type: ignore[no-any-return]
 
     async def _take(
-        self, ledger: Ledger, store: StateStore, key: StateKey, leases: Leases
+        self,
+        ledger: Ledger,
+        store: StateStore,
+        key: StateKey,
+        leases: Leases,
+        name: str | None = None,
     ) -> tuple[Held[M], bytes | None]:
         """*key* for an edit, under this call's lease: ``(held, data as loaded)``, or
         ``(held, None)`` when another parameter of this call edits it already (it
         writes it). A value this call read already is the one it edits, if nothing
-        changed it since; else `StateConflict`, before anything is written."""
+        changed it since; else `StateConflict`, before anything is written. With a
+        *name* (a request's idempotency key), the result kept for it comes with the load."""
         seen = ledger.entry(store, key)
         if seen is not None:
             await self._wait_loaded(seen, key)
@@ -91,7 +97,7 @@ class Access(Codec[M]):
             entry = ledger.open(store, key, self.model)
         token = ledger.token
         try:
-            loaded = await self._load(store, key, token, self.lease)
+            loaded, earlier = await self._load(store, key, token, self.lease, name)
         except BaseException as exc:
             ledger.drop(store, key, entry)
             if not isinstance(exc, StateNotFound | StateConflict):
@@ -116,6 +122,7 @@ class Access(Codec[M]):
             raise
         entry.data, entry.held = loaded, Held(key.handle, value)
         entry.where = (store, key)
+        entry.name, entry.earlier = name, earlier
         entry.done()
         return entry.held, loaded
 
@@ -139,25 +146,45 @@ class Access(Codec[M]):
                 f"  fix: give the kinds different names, or the same model"
             )
 
-    async def _load(self, store: StateStore, key: StateKey, token: str, lease: float) -> bytes:
+    async def _load(
+        self, store: StateStore, key: StateKey, token: str, lease: float, name: str | None = None
+    ) -> tuple[bytes, bytes | None]:
+        """The value of *key* (leased when *lease* > 0), and with a *name*, the result a
+        call kept under it (see `_fetch`)."""
         try:
-            data = await store.load(key, self.idle_ttl, token, lease)
+            data, earlier = await self._fetch(store, key, token, lease, name)
         except StateConflict:
-            data = await self._wait_for(store, key, token, lease)
+            data, earlier = await self._wait_for(store, key, token, lease, name)
         if data is None:
             raise self._not_found(key.handle)
-        return data
+        return data, earlier
+
+    async def _fetch(
+        self, store: StateStore, key: StateKey, token: str, lease: float, name: str | None
+    ) -> tuple[bytes | None, bytes | None]:
+        """One load; with a *name*, and the result kept under it, in one round trip where
+        the store offers ``load_recalling`` (see `StateStore.recall`)."""
+        if name is None:
+            return await store.load(key, self.idle_ttl, token, lease), None
+        both: Any = getattr(store, "load_recalling", None)
+        if both is not None:
+            found: tuple[bytes | None, bytes | None] = await both(
+                key, self.idle_ttl, token, lease, name
+            )
+            return found
+        data = await store.load(key, self.idle_ttl, token, lease)
+        return data, (None if data is None else await store.recall(key, name))
 
     async def _wait_for(
-        self, store: StateStore, key: StateKey, token: str, lease: float
-    ) -> bytes | None:
-        """Retry *load* while another call's lease holds the key, at most `wait` seconds."""
+        self, store: StateStore, key: StateKey, token: str, lease: float, name: str | None
+    ) -> tuple[bytes | None, bytes | None]:
+        """Retry the load while another call's lease holds the key, at most `wait` seconds."""
         give_up = anyio.current_time() + self.wait
         delay = 0.001
         while True:
             await anyio.sleep(delay * (0.5 + random.random()))
             try:
-                return await store.load(key, self.idle_ttl, token, lease)
+                return await self._fetch(store, key, token, lease, name)
             except StateConflict:
                 if anyio.current_time() >= give_up:
                     raise StateConflict(

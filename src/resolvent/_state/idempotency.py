@@ -17,7 +17,14 @@ from . import LEDGER as _LEDGER
 from . import Held, Ledger, call_ledger
 from .access import Access
 
-__all__ = ("IDEMPOTENCY_KEY", "IDEMPOTENCY_META", "idempotency_argument", "make_idempotent")
+__all__ = (
+    "IDEMPOTENCY_KEY",
+    "IDEMPOTENCY_META",
+    "KEY_ARGUMENT",
+    "idempotency_argument",
+    "make_idempotent",
+    "receipt_name",
+)
 
 R = TypeVar("R")
 
@@ -35,7 +42,7 @@ def idempotency_argument(fn: Callable[..., Any]) -> str | None:
     return found if isinstance(found, str) else None
 
 
-_KEY_ARGUMENT = Annotated[
+KEY_ARGUMENT = Annotated[
     str | None,
     Field(
         default=None,
@@ -51,8 +58,14 @@ _KEY_ARGUMENT = Annotated[
 
 
 def make_idempotent(
-    state: Access[Any], edit_resolver: Callable[..., Any], fn: Callable[..., Awaitable[R]]
+    state: Access[Any],
+    edit_resolver: Callable[..., Any],
+    keyed_edit: Callable[[str], Callable[..., Any]],
+    fn: Callable[..., Awaitable[R]],
 ) -> Callable[..., Awaitable[R]]:
+    """*fn* taking an optional idempotency key (see `State.idempotent`). Its parameter
+    that resolves *edit_resolver* resolves ``keyed_edit(name of fn)`` instead: the same
+    edit, which also takes the key and loads the result kept for it with the value."""
     import typing
 
     from pydantic import TypeAdapter
@@ -80,6 +93,11 @@ def make_idempotent(
         )
     adapter: TypeAdapter[Any] = TypeAdapter(hints.get("return", Any))
     edit, tool = edits[0], fn.__name__
+    keyed = keyed_edit(tool)
+    hint = hints[edit]
+    hints[edit] = Annotated[
+        (typing.get_args(hint)[0], *_swap(hint.__metadata__, edit_resolver, keyed))
+    ]
 
     async def idempotent(**kw: Any) -> Any:
         key = kw.pop(IDEMPOTENCY_KEY, None)
@@ -87,17 +105,15 @@ def make_idempotent(
         if key is None:
             return await fn(**kw)
         held: Held[Any] = kw[edit]
-        if type(key) is not str or not 1 <= len(key) <= 200:
-            raise StateError(
-                f"{tool}: {IDEMPOTENCY_KEY} must be a string of 1 to 200 characters, "
-                f"not {type(key).__name__} {str(key)[:40]!r}.\n"
-                "  fix: send a new random string (a UUID) per request, the same one on retry"
-            )
-        name = hashlib.blake2b(f"{tool}\n{key}".encode(), digest_size=16).hexdigest()
         entry = next(e for e in ledger.loaded.values() if e.held is held)
-        assert entry.where is not None  # set by every edit
-        store, at = entry.where
-        earlier = await store.recall(at, name)
+        name = entry.name
+        if name is not None:  # loaded for this request: what it kept came with the load
+            earlier = entry.earlier
+        else:  # another parameter of the call loaded the handle first
+            name = receipt_name(tool, key)
+            assert entry.where is not None  # set by every edit
+            store, at = entry.where
+            earlier = await store.recall(at, name)
         if earlier is not None:
             entry.replayed = True  # the first call wrote it all: this one writes nothing
             return adapter.validate_json(earlier)
@@ -112,7 +128,7 @@ def make_idempotent(
         if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
     params.append(
-        inspect.Parameter(IDEMPOTENCY_KEY, kw_only, default=None, annotation=_KEY_ARGUMENT)
+        inspect.Parameter(IDEMPOTENCY_KEY, kw_only, default=None, annotation=KEY_ARGUMENT)
     )
     if _LEDGER in signature.parameters:
         raise ValueError(f"{where}: the parameter name {_LEDGER!r} is resolvent's own")
@@ -131,3 +147,20 @@ def make_idempotent(
         setattr(idempotent, attribute, getattr(fn, attribute, None))
     setattr(idempotent, _KEYED, IDEMPOTENCY_KEY)
     return idempotent
+
+
+def receipt_name(tool: str, key: Any) -> str:
+    """Where the result of *tool*'s call with idempotency *key* is kept; refuses a key
+    that is not a string of 1 to 200 characters."""
+    if type(key) is not str or not 1 <= len(key) <= 200:
+        raise StateError(
+            f"{tool}: {IDEMPOTENCY_KEY} must be a string of 1 to 200 characters, "
+            f"not {type(key).__name__} {str(key)[:40]!r}.\n"
+            "  fix: send a new random string (a UUID) per request, the same one on retry"
+        )
+    return hashlib.blake2b(f"{tool}\n{key}".encode(), digest_size=16).hexdigest()
+
+
+def _swap(metadata: tuple[Any, ...], old: Any, new: Any) -> tuple[Any, ...]:
+    """*metadata* with ``Resolve(old)`` in it made ``Resolve(new)``."""
+    return tuple(Resolve(new) if isinstance(m, Resolve) and m.fn is old else m for m in metadata)

@@ -31,7 +31,7 @@ from .._leases import Leases, keep_leases
 from . import LEDGER as _LEDGER
 from . import Held, Ledger, call_ledger, current_principal, owner_digest
 from .access import Access
-from .idempotency import make_idempotent
+from .idempotency import IDEMPOTENCY_KEY, KEY_ARGUMENT, make_idempotent, receipt_name
 
 __all__ = ("Handle", "State", "memory_store")
 
@@ -203,6 +203,7 @@ class State(Access[M]):
         self.principal: Callable[..., Any] = current_principal if principal is None else principal
         self.new = self._make_new()
         self.read = self._make_read()
+        self._keeper = self._make_keeper()
         self.edit = self._make_edit()
 
     def __repr__(self) -> str:
@@ -232,7 +233,7 @@ class State(Access[M]):
             ValueError: *fn* has no parameter ``Annotated[Held[...], Resolve(state.edit)]``,
                 or already has one named ``idempotency_key``.
         """
-        return make_idempotent(self, self.edit, fn)
+        return make_idempotent(self, self.edit, self._make_edit, fn)
 
     # -- the resolvers -----------------------------------------------------------------
 
@@ -244,10 +245,13 @@ class State(Access[M]):
         *,
         handle: bool,
         leases: Callable[..., Any] | None = None,
+        keyed: bool = False,
     ) -> None:
         params: list[tuple[str, Any]] = []
         if handle:
             params.append((self.argument, str))
+        if keyed:  # the call's idempotency key: a call argument of the handler
+            params.append((IDEMPOTENCY_KEY, KEY_ARGUMENT))
         params += [
             (_PRINCIPAL, Annotated[str, Resolve(self.principal)]),
             (_STORE, Annotated[StateStore, Resolve(self.store)]),
@@ -322,7 +326,10 @@ class State(Access[M]):
         setattr(lease_keeper, IMPLICIT_SCOPE, Scope.APP)
         return lease_keeper
 
-    def _make_edit(self) -> Callable[..., AsyncIterator[Held[M]]]:
+    def _make_edit(self, tool: str | None = None) -> Callable[..., AsyncIterator[Held[M]]]:
+        """The `edit` resolver; for the `idempotent` handler named *tool*, an edit that
+        also takes the call's idempotency key and finds the result kept for it as it
+        loads the handle, in the same round trip."""
         state, argument = self, self.argument
 
         async def edit(**kw: Any) -> AsyncIterator[Held[M]]:
@@ -331,7 +338,10 @@ class State(Access[M]):
             ledger: Ledger = kw[_LEDGER]
             leases: Leases = kw[_LEASES]
             token = ledger.token
-            held, loaded = await state._take(ledger, store, key, leases)
+            name = None
+            if tool is not None and kw[IDEMPOTENCY_KEY] is not None:
+                name = receipt_name(tool, kw[IDEMPOTENCY_KEY])
+            held, loaded = await state._take(ledger, store, key, leases, name)
             if loaded is None:  # another parameter of this call edits it, and writes it
                 yield held
                 return
@@ -353,6 +363,7 @@ class State(Access[M]):
             "edit",
             AsyncIterator[Held[self.model]],  # type: ignore[name-defined]
             handle=True,
-            leases=self._make_keeper(),
+            leases=self._keeper,
+            keyed=tool is not None,
         )
         return settles(edit)

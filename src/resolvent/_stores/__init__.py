@@ -94,7 +94,13 @@ class StateStore(Protocol):
 
     async def recall(self, key: StateKey, name: str) -> bytes | None:
         """The result a save kept under *name* for *key*, or None when there is none (or
-        its time ran out). It outlives the value itself, if the save deleted it."""
+        its time ran out). It outlives the value itself, if the save deleted it.
+
+        A store may also offer ``load_recalling(key, idle, token, lease, name)``, which
+        returns ``(load(...), recall(...))`` in one operation (the result None when the
+        value is gone); `State` then spends one round trip, not two, on the first step
+        of an edit with an idempotency key. The stores here all do.
+        """
         ...
 
     async def aclose(self) -> None:

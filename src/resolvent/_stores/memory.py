@@ -84,6 +84,13 @@ class MemoryStore:
         entry.expires = min(max(now + idle, entry.lease_until), entry.deadline)
         return entry.data
 
+    async def load_recalling(
+        self, key: StateKey, idle: float, token: str, lease: float, name: str
+    ) -> tuple[bytes | None, bytes | None]:
+        """`load`, and the result a save kept under *name* (see `recall`), at once."""
+        data = await self.load(key, idle, token, lease)
+        return data, (None if data is None else await self.recall(key, name))
+
     async def renew(self, key: StateKey, token: str, lease: float) -> bool:
         """Extend the lease while *token* holds it (see `StateStore.renew`)."""
         now = self._now()

@@ -78,6 +78,11 @@ else
   redis.call('HSET', KEYS[1], 'e', ms(expires))
 end
 redis.call('PEXPIRE', KEYS[1], math.max(1, expires - now))
+if KEYS[2] then -- and the result a save kept for a request (recall, in one step)
+  local r = redis.call('HMGET', KEYS[2], 'r', 'e')
+  if r[1] and tonumber(r[2]) > now then return {v[1], r[1]} end
+  return {v[1]}
+end
 return v[1]
 """
 )
@@ -416,6 +421,22 @@ class RedisStore:
         if found == 0:
             raise StateConflict(f"{key.kind} {key.handle!r} is leased by another call")
         return found  # type: ignore[no-any-return]
+
+    async def load_recalling(
+        self, key: StateKey, idle: float, token: str, lease: float, name: str
+    ) -> tuple[bytes | None, bytes | None]:
+        """`load`, and the result a save kept under *name* (see `recall`), in one script."""
+        found: Any = await self._run(
+            self._load,
+            [self.key(key), self.receipt_key(key, name)],
+            [self._now(), _ms(idle), token, _ms(lease)],
+            leasing=lease > 0,
+        )
+        if found == 0:
+            raise StateConflict(f"{key.kind} {key.handle!r} is leased by another call")
+        if found is None:
+            return None, None
+        return found[0], (found[1] if len(found) > 1 else None)
 
     async def renew(self, key: StateKey, token: str, lease: float) -> bool:
         """Extend the lease while *token* holds it (see `StateStore.renew`)."""

@@ -326,8 +326,24 @@ class SqliteStore:
             raise StateConflict(f"{key.kind} {key.handle!r} is leased by another call")
         return found  # type: ignore[no-any-return]
 
+    async def load_recalling(
+        self, key: StateKey, idle: float, token: str, lease: float, name: str
+    ) -> tuple[bytes | None, bytes | None]:
+        """`load`, and the result a save kept under *name* (see `recall`), in one
+        transaction."""
+        found = await self._run(self._load, key, idle, token, lease, name)
+        if found is _BUSY:
+            raise StateConflict(f"{key.kind} {key.handle!r} is leased by another call")
+        return found  # type: ignore[no-any-return]
+
     def _load(
-        self, conn: sqlite3.Connection, key: StateKey, idle: float, token: str, lease: float
+        self,
+        conn: sqlite3.Connection,
+        key: StateKey,
+        idle: float,
+        token: str,
+        lease: float,
+        name: str | None = None,
     ) -> Any:
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -361,6 +377,15 @@ class SqliteStore:
                             (min(max(now + idle, until), deadline), *key),
                         )
                     found = data
+            if name is not None and found is not _BUSY:
+                kept = None
+                if found is not None:
+                    kept = conn.execute(
+                        f"SELECT result FROM resolvent_receipt WHERE {_WHERE} AND name = ? "
+                        "AND expires > ?",
+                        (*key, name, now),
+                    ).fetchone()
+                found = (found, None if kept is None else bytes(kept[0]))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
