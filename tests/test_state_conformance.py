@@ -3,11 +3,15 @@
 Memory, SQLite and Redis (a real Valkey server started here), on asyncio and trio, through
 real calls of a container: create, read, edit, delete, expiry (sliding and absolute, on a
 clock the test drives, and real removal on the real one), principal isolation, unknown and
-forged handles, schema mismatch and migration, the size limit, and failed or cancelled
-edits writing nothing.
+forged handles, schema mismatch and migration, the size limit, failed or cancelled
+edits writing nothing, leases and idempotency keys; and, for a store that talks to a server,
+faults injected on the wire by a proxy (latency, a dropped connection, a reset in the middle
+of a script, a freeze).
 """
 
+import contextlib
 import contextvars
+import functools
 import math
 import re
 from collections.abc import AsyncIterator, Callable
@@ -920,3 +924,166 @@ def secrets_hex() -> str:
     import secrets
 
     return secrets.token_hex(4)
+
+
+# -- faults on the wire ----------------------------------------------------------------------
+#
+# Every store that talks to a server over TCP runs these with a fault-injecting proxy
+# (tests/fault_proxy.py) between it and the server: added latency, a dropped connection, a
+# reset in the middle of a script, a freeze. Each fault fails the call in flight with
+# StoreUnavailable within the store's timeout, leaves nothing half-written and no lease
+# behind, and the next call works. (SQLite's faults, a file that goes or a lock held too
+# long, are in tests/test_state_sqlite_faults.py.)
+
+WIRE_TIMEOUT = 0.5  # seconds: the store's timeout behind the proxy
+HANG = 20.0  # seconds: only a hung call takes this long
+
+
+@pytest.fixture(params=["redis"])
+def wired_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    request.getfixturevalue("valkey_url")  # skips without the redis extra
+    return kind
+
+
+@contextlib.asynccontextmanager
+async def wired(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[tuple[Any, Any]]:
+    """A fresh store of *kind* whose server is reached through a fault proxy."""
+    from fault_proxy import fault_proxy
+    from resolvent.redis import RedisStore
+
+    assert kind == "redis"
+    async with contextlib.AsyncExitStack() as stack:
+        proxy = await stack.enter_async_context(fault_proxy(request.getfixturevalue("valkey_url")))
+        # Opening takes a few round trips: on a busy machine more than one operation's
+        # timeout, which the faults are measured against.
+        opening = RedisStore.connect(
+            proxy.url,
+            prefix=f"wire-{secrets_hex()}",
+            timeout=WIRE_TIMEOUT,
+            connect_timeout=4 * WIRE_TIMEOUT,
+        )
+        yield await stack.enter_async_context(opening), proxy
+
+
+async def unavailable(kit: Kit, fn: Callable[..., Any], **kwargs: Any) -> Any:
+    """Run *fn*, which must fail with StoreUnavailable, and not hang."""
+    from resolvent import StoreUnavailable
+
+    with anyio.fail_after(HANG), pytest.raises(StoreUnavailable) as caught:
+        await kit.run(fn, **kwargs)
+    return caught.value
+
+
+async def test_a_frozen_store_fails_calls_within_its_timeout_and_recovers(
+    wired_kind: str, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    async with wired(wired_kind, request) as (store, proxy):
+        kit = Kit(store, lease=1.0, wait=5.0)
+        async with kit.container:
+            cart = await kit.run(kit.open_cart)
+            proxy.freeze()
+            error = await unavailable(kit, kit.add, cart=cart, item="fig")
+            assert error.cause == f"no answer within timeout={WIRE_TIMEOUT:g} s"
+            proxy.drop()  # and a new connection gets no answer either
+            with caplog.at_level(logging.INFO):
+                await unavailable(kit, kit.show, cart=cart)
+            # The client library's report of it is at DEBUG: the call's error says it all.
+            assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO] == []
+            proxy.thaw()
+            # The add that failed wrote nothing, and edits work again.
+            with anyio.fail_after(HANG):
+                assert await kit.run(kit.add, cart=cart, item="pear") == {"pear": 1}
+
+
+async def test_lease_requests_held_back_by_a_freeze_take_nothing_when_it_ends(
+    wired_kind: str, request: pytest.FixtureRequest
+) -> None:
+    # Lease requests a frozen server holds back fail their calls within the store's
+    # timeout; when the server resumes it runs them, after their calls gave up. They must
+    # take nothing: a lease nobody holds locks its cart for the lease time. Some come from
+    # edits (which also send a release), some from a process that died before it could
+    # release anything (only the request itself reaches the server).
+    from resolvent import StoreUnavailable
+
+    async with wired(wired_kind, request) as (store, proxy):
+        kit = Kit(store, lease=30.0, wait=5.0)
+        async with kit.container:
+            carts = [await kit.run(kit.open_cart) for _ in range(6)]
+            await kit.run(kit.add, cart=carts[0], item="fig")  # a server at work: warm
+            proxy.freeze()
+
+            async def orphan(cart: str) -> None:
+                key = StateKey("cart", _owner_of("ada"), cart)
+                with pytest.raises(StoreUnavailable):
+                    await store.load(key, 3600, "gone", 30)
+
+            async with anyio.create_task_group() as group:
+                for cart in carts[:3]:
+                    group.start_soon(
+                        functools.partial(unavailable, kit, kit.add, cart=cart, item="x")
+                    )
+                for cart in carts[3:]:
+                    group.start_soon(orphan, cart)
+            await anyio.sleep(WIRE_TIMEOUT)  # frozen well past their deadlines
+            proxy.thaw()
+            await proxy.drained()  # the server ran every request it held back
+            # No key carries a lease: each cart takes an edit at once, not after 30 s.
+            for cart in carts:
+                key = StateKey("cart", _owner_of("ada"), cart)
+                assert await store.load(key, 3600, "probe", 0) is not None  # not leased
+            kit.carts.wait = 0.0
+            for cart in carts:
+                added = await kit.run(kit.add, cart=cart, item="pear")
+                assert added == ({"fig": 1, "pear": 1} if cart == carts[0] else {"pear": 1})
+
+
+async def test_latency_under_the_timeout_only_slows_calls(
+    wired_kind: str, request: pytest.FixtureRequest
+) -> None:
+    async with wired(wired_kind, request) as (store, proxy):
+        kit = Kit(store)
+        async with kit.container:
+            proxy.latency = WIRE_TIMEOUT / 20
+            cart = await kit.run(kit.open_cart)
+            assert await kit.run(kit.add, cart=cart, item="fig") == {"fig": 1}
+            assert await kit.run(kit.show, cart=cart) == Cart(items={"fig": 1})
+
+
+async def test_a_dropped_connection_costs_at_most_the_call_in_flight(
+    wired_kind: str, request: pytest.FixtureRequest
+) -> None:
+    async with wired(wired_kind, request) as (store, proxy):
+        kit = Kit(store)
+        async with kit.container:
+            cart = await kit.run(kit.open_cart)
+            before = proxy.connections
+            proxy.drop()  # an idle connection: the client sees it go and opens another
+            await anyio.sleep(0.05)
+            assert await kit.run(kit.add, cart=cart, item="fig") == {"fig": 1}
+            assert proxy.connections > before
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-the-server", "reply-lost"])
+@pytest.mark.parametrize("script", ["load", "save"])
+async def test_a_reset_in_the_middle_of_a_script_leaves_no_half_write(
+    wired_kind: str, request: pytest.FixtureRequest, script: str, after: bool
+) -> None:
+    async with wired(wired_kind, request) as (store, proxy):
+        kit = Kit(store, lease=1.0, wait=5.0)
+        async with kit.container:
+            cart = await kit.run(kit.open_cart)
+            assert await kit.run(kit.add, cart=cart, item="fig") == {"fig": 1}
+            sha = (store._load if script == "load" else store._save).sha
+            proxy.reset_on(sha.encode(), after=after)
+            await unavailable(kit, kit.add, cart=cart, item="fig")
+            # Whole or not at all: the value reads back valid, with the add applied only
+            # when the save reached the server.
+            applied = script == "save" and after
+            expected = {"fig": 2} if applied else {"fig": 1}
+            with anyio.fail_after(HANG):
+                assert await kit.run(kit.show, cart=cart) == Cart(items=expected)
+                expected["fig"] += 1
+                assert await kit.run(kit.add, cart=cart, item="fig") == expected

@@ -5,10 +5,11 @@ Valkey. Each fault fails the call in flight with `StoreUnavailable` (naming the 
 never its password, and the cause) well within a bound that only catches a hang; nothing
 half-written remains; the next call after the fault works with no restart. On asyncio
 and trio. An unreachable server at start is the same one error, not an ExceptionGroup.
+The faults every networked store must survive (latency, a dropped connection, a reset in
+the middle of a script, a freeze) are in the conformance suite, tests/test_state_conformance.py.
 """
 
 import contextlib
-import functools
 import logging
 import pickle
 import secrets
@@ -29,7 +30,6 @@ from resolvent import (
     Scope,
     State,
     StateError,
-    StateKey,
     StateStore,
     StoreUnavailable,
     open_store,
@@ -179,111 +179,6 @@ async def test_a_stopped_store_fails_each_call_at_once_and_recovers(valkey: str)
             proxy.refuse(False)
             # Back: the next call works, and only the acknowledged add is there.
             assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 2}
-
-
-async def test_a_frozen_store_fails_calls_within_its_timeout_and_recovers(
-    valkey: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
-        shop = Shop(store)
-        async with shop.container:
-            cart = await shop.run(shop.open_cart)
-            proxy.freeze()
-            error = await shop.fails(shop.add, cart=cart, item="fig")
-            assert error.cause == f"no answer within timeout={TIMEOUT:g} s"
-            proxy.drop()  # and a new connection gets no answer either
-            with caplog.at_level(logging.INFO):
-                await shop.fails(shop.show, cart=cart)
-            # The client library's report of it is at DEBUG: the call's error says it all.
-            assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO] == []
-            proxy.thaw()
-            # The add that failed wrote nothing; edits work again (once the lease its
-            # held-back load took has lapsed).
-            assert await shop.run(shop.add, cart=cart, item="pear") == {"pear": 1}
-
-
-async def test_lease_requests_held_back_by_a_freeze_take_nothing_when_it_ends(
-    valkey: str,
-) -> None:
-    # Lease requests a frozen server holds back fail their calls within the store's
-    # timeout; when the server resumes it runs them, after their calls gave up. They must
-    # take nothing: a lease nobody holds locks its cart for the lease time. Some come from
-    # edits (which also send a release), some from a process that died before it could
-    # release anything (only the request itself reaches the server).
-    from resolvent._state import ANONYMOUS, owner_digest
-
-    async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
-        shop = Shop(store, lease=30.0)
-        async with shop.container:
-            carts = [await shop.run(shop.open_cart) for _ in range(6)]
-            await shop.run(shop.add, cart=carts[0], item="fig")  # a server at work: warm
-            proxy.freeze()
-
-            async def orphan(cart: str) -> None:
-                with pytest.raises(StoreUnavailable):
-                    await store.load(
-                        StateKey("cart", owner_digest(ANONYMOUS), cart), 3600, "gone", 30
-                    )
-
-            async with anyio.create_task_group() as group:
-                for cart in carts[:3]:
-                    group.start_soon(functools.partial(shop.fails, shop.add, cart=cart, item="fig"))
-                for cart in carts[3:]:
-                    group.start_soon(orphan, cart)
-            await anyio.sleep(TIMEOUT)  # frozen well past their deadlines, as a long freeze is
-            proxy.thaw()
-            await proxy.drained()  # the server ran every request it held back
-            keys = await store.client.keys(f"{store.prefix}:*")
-            assert len(keys) == len(carts)
-            holders = [await store.client.hget(key, "l") for key in keys]
-            assert holders == [b""] * len(carts)
-            for cart in carts:  # each cart takes an edit at once, not after 30 s
-                added = await shop.run(shop.add, cart=cart, item="pear")
-                assert added == ({"fig": 1, "pear": 1} if cart == carts[0] else {"pear": 1})
-
-
-async def test_latency_under_the_timeout_only_slows_calls(valkey: str) -> None:
-    async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
-        shop = Shop(store)
-        async with shop.container:
-            proxy.latency = TIMEOUT / 10
-            cart = await shop.run(shop.open_cart)
-            assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
-            assert await shop.run(shop.show, cart=cart) == Cart(items={"fig": 1})
-
-
-async def test_a_dropped_connection_costs_at_most_the_call_in_flight(valkey: str) -> None:
-    async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
-        shop = Shop(store)
-        async with shop.container:
-            cart = await shop.run(shop.open_cart)
-            before = proxy.connections
-            proxy.drop()  # an idle connection: the client sees it go and opens another
-            await anyio.sleep(0.05)
-            assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
-            assert proxy.connections > before
-
-
-@pytest.mark.parametrize("after", [False, True], ids=["before-the-server", "reply-lost"])
-@pytest.mark.parametrize("script", ["load", "save"])
-async def test_a_reset_in_the_middle_of_a_script_leaves_no_half_write(
-    valkey: str, script: str, after: bool
-) -> None:
-    async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
-        shop = Shop(store)
-        async with shop.container:
-            cart = await shop.run(shop.open_cart)
-            assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
-            sha = (store._load if script == "load" else store._save).sha
-            proxy.reset_on(sha.encode(), after=after)
-            await shop.fails(shop.add, cart=cart, item="fig")
-            # Whole or not at all: the value reads back valid, with the add applied only
-            # when the save reached the server.
-            applied = script == "save" and after
-            expected = {"fig": 2} if applied else {"fig": 1}
-            assert await shop.run(shop.show, cart=cart) == Cart(items=expected)
-            expected["fig"] += 1
-            assert await shop.run(shop.add, cart=cart, item="fig") == expected
 
 
 # -- what a client and the log see -----------------------------------------------------------
