@@ -638,3 +638,77 @@ def test_core_and_mcp_adapter_do_not_import_starlette() -> None:
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+# -- a Starlette endpoint's arguments, and the answers for writes refused -------------------
+
+
+def test_a_starlette_endpoints_arguments_come_by_name_and_a_bad_one_is_refused() -> None:
+    # "Its other parameters taken by name from the path parameters, else the query string:
+    # a missing or invalid one is a 400 naming it" (for a WebSocket, a close with 1008).
+    from starlette.routing import WebSocketRoute
+    from starlette.websockets import WebSocket, WebSocketDisconnect
+
+    container = Container()
+
+    @inject(container)
+    async def page(request: Request, book: int, line: int = 1, tag: str = "-") -> Response:
+        return PlainTextResponse(f"book {book!r} line {line!r} tag {tag}")
+
+    @inject(container)
+    async def chat(websocket: WebSocket, room: int) -> None:
+        await websocket.accept()
+        await websocket.send_text(f"room {room!r}")
+        await websocket.close()
+
+    app = Starlette(
+        routes=[
+            Route("/books/{book}", page),
+            Route("/pages", page),
+            WebSocketRoute("/chat/{room}", chat),
+        ],
+        lifespan=container.lifespan,
+    )
+    with TestClient(app) as client:
+        # The path first, then the query; a default where neither has it.
+        assert client.get("/books/3?book=9&tag=x").text == "book 3 line 1 tag x"
+        assert client.get("/pages?book=4&line=7").text == "book 4 line 7 tag -"
+        for url, status, detail in (
+            ("/books/x", 400, "path parameter 'book' of page is not an int"),
+            ("/pages?book=x", 400, "query parameter 'book' of page is not an int"),
+            ("/pages", 400, "page needs 'book', a path or query parameter"),
+        ):
+            answer = client.get(url)
+            assert (answer.status_code, answer.text) == (status, detail), url
+        with client.websocket_connect("/chat/5") as ws:
+            assert ws.receive_text() == "room 5"
+        with (
+            pytest.raises(WebSocketDisconnect) as refused_socket,
+            client.websocket_connect("/chat/x") as ws,
+        ):
+            ws.receive_text()
+        assert refused_socket.value.code == 1008
+        assert refused_socket.value.reason == "path parameter 'room' of chat is not an int"
+
+
+def test_refused_answers_each_write_the_call_could_not_make() -> None:
+    # "raise refused(exc) yourself to answer the same way to such an error raised
+    # elsewhere in a route": 409, 413, 503 with the store's brief, 503 for a network error.
+    from resolvent import StateConflict, StateTooLarge, StoreUnavailable
+    from resolvent.starlette import refused
+
+    def answer(exc: BaseException) -> tuple[int, str] | None:
+        found = refused(exc)
+        return None if found is None else (found.status_code, found.detail)
+
+    assert answer(StateConflict("cart 'c1' is being edited")) == (
+        409,
+        "cart 'c1' is being edited",
+    )
+    assert answer(StateTooLarge("cart too large")) == (413, "cart too large")
+    down = StoreUnavailable("redis://cache:6379/0", "ConnectionError: refused")
+    assert answer(down) == (503, down.brief)
+    assert "cache" not in down.brief  # no address for a remote caller
+    assert answer(ConnectionResetError("reset by peer")) == (503, "reset by peer")
+    assert answer(TimeoutError()) == (503, "TimeoutError")  # no text: its kind
+    assert answer(ValueError("not a write")) is None

@@ -195,13 +195,21 @@ def test_a_generator_method_is_a_fastapi_dependency_bound_to_its_instance() -> N
     events: list[str] = []
     container, cursor = cursor_container(events)
 
+    def page(size: int) -> str:  # the route's query parameter, as a resolver's argument
+        return f"{size} rows"
+
     class Api:
         def __init__(self, prefix: str) -> None:
             self.prefix = prefix
 
         @inject(container)
-        async def unit(self, c: Annotated[Cursor, Resolve(cursor)]) -> AsyncIterator[str]:
-            yield f"{self.prefix} {c.n}"
+        async def unit(
+            self,
+            size: int,
+            c: Annotated[Cursor, Resolve(cursor)],
+            rows: Annotated[str, Resolve(page)],
+        ) -> AsyncIterator[str]:
+            yield f"{self.prefix} {rows} from cursor {c.n}"
             events.append("unit ends")
 
     api = Api("unit of")
@@ -212,6 +220,6 @@ def test_a_generator_method_is_a_fastapi_dependency_bound_to_its_instance() -> N
         return u
 
     with TestClient(app) as client:
-        assert client.get("/").json() == "unit of 1"
+        assert client.get("/?size=3").json() == "unit of 3 rows from cursor 1"
     assert events == ["pool opened", "cursor 1 opened", "unit ends", "cursor 1 closed",
                       "pool closed"]  # fmt: skip
