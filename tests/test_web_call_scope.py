@@ -12,6 +12,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any
 
+import anyio
 import pytest
 from fastapi import APIRouter, Depends, FastAPI, Security
 from starlette.requests import HTTPConnection, Request
@@ -452,3 +453,50 @@ def test_a_starlette_endpoint_that_hands_over_to_another_shares_its_call_scope(
         assert client.get("/").text == "inner 1"
         assert client.get("/").text == "inner 2"
     assert events == ["begin 1", "outer 1", "commit 1", "begin 2", "outer 2", "commit 2"]
+
+
+def test_a_fastapi_route_keeps_its_containers_deadline_and_concurrent_branches() -> None:
+    # A container's call_timeout bounds each call and `concurrent` runs independent
+    # branches at once: a FastAPI route keeps both, however it starts its plan.
+    finished: list[str] = []
+
+    def served(container: Container, dependency: Any) -> FastAPI:
+        app = FastAPI(lifespan=container.lifespan)
+
+        @app.get("/")
+        @inject(container)
+        async def route(value: Annotated[str, Resolve(dependency)]) -> str:
+            return value
+
+        return app
+
+    async def slow() -> str:
+        await anyio.sleep(5)
+        finished.append("slow")
+        return "slow"
+
+    deadline = Container(call_timeout=0.05)
+    with TestClient(served(deadline, slow), raise_server_exceptions=False) as client:
+        assert client.get("/").status_code == 500  # cut at the deadline, not served late
+    assert finished == []
+
+    async def meeting() -> tuple[anyio.Event, anyio.Event]:
+        return anyio.Event(), anyio.Event()
+
+    async def left(met: Annotated[tuple[anyio.Event, anyio.Event], Resolve(meeting)]) -> str:
+        met[0].set()
+        with anyio.fail_after(4):  # one after the other, each would wait for the other
+            await met[1].wait()
+        return "left"
+
+    async def right(met: Annotated[tuple[anyio.Event, anyio.Event], Resolve(meeting)]) -> str:
+        met[1].set()
+        with anyio.fail_after(4):
+            await met[0].wait()
+        return "right"
+
+    async def both(a: Annotated[str, Resolve(left)], b: Annotated[str, Resolve(right)]) -> str:
+        return f"{a} and {b}"
+
+    with TestClient(served(Container(concurrent=True), both)) as client:
+        assert client.get("/").json() == "left and right"
