@@ -272,3 +272,41 @@ async def test_a_refused_write_is_the_calls_error_and_changes_nothing(
 def test_settles_refuses_what_takes_no_attributes() -> None:
     with pytest.raises(TypeError, match="@settles cannot mark"):
         settles(len)
+
+
+async def test_a_settling_teardowns_error_is_the_calls_or_a_note_on_the_calls_own() -> None:
+    # What an integration's `call.settle` gives it: "an error its teardown raises after a
+    # success is the call's error"; after a failure the handler's error stays the call's,
+    # with the teardown's as a note.
+    broken = {"commit": False, "rollback": False}
+    container = Container()
+
+    @container.provider
+    @settles
+    async def transaction() -> AsyncIterator[Tx]:
+        try:
+            yield Tx([])
+        except BaseException:
+            if broken["rollback"]:
+                raise RuntimeError("rollback failed") from None
+            raise
+        if broken["commit"]:
+            raise RuntimeError("commit failed")
+
+    async def handler(tx: Annotated[Tx, Resolve(transaction)]) -> str:
+        return "done"
+
+    async with container:
+        broken["commit"] = True
+        async with container.call() as call:
+            assert await call.run(handler) == "done"
+            with pytest.raises(RuntimeError, match=r"^commit failed$"):
+                await call.settle()
+        broken.update(commit=False, rollback=True)
+        declined = Declined("no")
+        async with container.call() as call:
+            assert await call.run(handler) == "done"
+            await call.settle(declined)  # the answer failed after all: roll back
+        assert declined.__notes__ == [
+            "resolvent: a finalizer also failed during teardown: RuntimeError('rollback failed')"
+        ]
