@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import anyio
 import anyio.lowlevel
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -350,3 +351,30 @@ async def test_random_faults_close_everything_once_in_order(
         assert outcome is None
         if not any(nodes[i].teardown == "cancel" for i in world.closed):
             assert all(world.thrown[i] is None for i in world.closed if i not in late)
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+async def test_a_provider_that_yields_twice_is_named_in_the_error(kind: str) -> None:
+    # A provider yields exactly one value; one that yields again is a bug in it, and the
+    # error at teardown says which provider it is.
+    container = Container()
+
+    async def twice_async() -> AsyncIterator[str]:
+        yield "a"
+        yield "b"
+
+    def twice_sync() -> Iterator[str]:
+        yield "a"
+        yield "b"
+
+    twice = container.provider(twice_async if kind == "async" else twice_sync)
+
+    async def handler(value: Annotated[str, Resolve(twice)]) -> str:
+        return value
+
+    with pytest.raises(RuntimeError) as info:
+        await container.run(handler)
+    assert str(info.value) == (
+        f"test_lifecycle_faults.test_a_provider_that_yields_twice_is_named_in_the_error."
+        f"<locals>.twice_{kind} yielded more than once; a provider yields exactly one value"
+    )
