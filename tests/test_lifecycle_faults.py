@@ -378,3 +378,25 @@ async def test_a_provider_that_yields_twice_is_named_in_the_error(kind: str) -> 
         f"test_lifecycle_faults.test_a_provider_that_yields_twice_is_named_in_the_error."
         f"<locals>.twice_{kind} yielded more than once; a provider yields exactly one value"
     )
+
+
+async def test_several_teardowns_failing_after_a_success_are_one_group_that_says_so() -> None:
+    container = Container()
+
+    @container.provider
+    async def first() -> AsyncIterator[str]:
+        yield "first"
+        raise RuntimeError("first broke")
+
+    @container.provider
+    async def second() -> AsyncIterator[str]:
+        yield "second"
+        raise RuntimeError("second broke")
+
+    async def handler(a: Annotated[str, Resolve(first)], b: Annotated[str, Resolve(second)]) -> str:
+        return a + b
+
+    with pytest.raises(BaseExceptionGroup) as info:
+        await container.run(handler)
+    assert info.value.message == "several finalizers failed during teardown"
+    assert sorted(map(str, info.value.exceptions)) == ["first broke", "second broke"]
