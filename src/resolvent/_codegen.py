@@ -19,8 +19,7 @@ from ._questions import QUESTION_KINDS, Answered, as_outcome
 from ._resources import enter, hold, open_resource, plain_cell
 from ._scopes import Scope
 from ._sharing import MISSING
-from ._shield import NO_SCOPE, begin, outer_cancelled
-from ._teardown import close_now, close_rest, settle
+from ._teardown import GENERATED_NAMES, emit_close, emit_open
 
 if TYPE_CHECKING:
     from ._plan import Input, Step
@@ -249,14 +248,9 @@ def generate(
         partial=functools.partial,
         fail=fail,
         PLAN=plan_ref,
-        begin=begin,
         open_=open_resource,
-        close_now=close_now,
-        close_rest=close_rest,
-        cancelled=outer_cancelled,
-        NO_SCOPE=NO_SCOPE,
-        settle=settle,
         BODY=body,
+        **GENERATED_NAMES,  # what the generated teardown calls (see `emit_close`)
     )
     if any(s.may_ask for s in steps):  # asking loads with the first plan that may ask
         from ._rounds import ask
@@ -533,17 +527,8 @@ class _Function:
         # `direct` wraps the resolution and the call in the teardown of its resources;
         # `kept` leaves them open in the exits it is given as *call*.
         pad = "    " * (1 + (direct and not kept))
-        if kept:
-            w.emit("    exits, call = call, None")
-            w.emit("    exits.guard = begin()")
-        elif direct:
-            # As a call scope does (see `Exits`): a cancel scope entered below every
-            # resource is shielded for the teardown, so a provider's own scopes are left
-            # in order.
-            if self.holds:
-                w.emit("    exits = ()")
-            w.emit("    guard = begin()")
-            w.emit("    try:")
+        if direct:  # the teardown's own lines (see `resolvent._teardown.emit_open`)
+            emit_open(w.emit, kept=kept, holds=self.holds)
         w.emit(f"{pad}try:")
         opened = len(w.lines)
         if Scope.APP in scopes:
@@ -595,73 +580,5 @@ class _Function:
             w.emit("    return ret")
 
     def _teardown(self) -> None:
-        # The call's exception (a resolver's, mapped, or the handler's) is thrown into
-        # each finalizer, as `async with call` would; their own errors become notes.
-        w, steps = self.w, self.steps
-        resources = [t for t in steps if t.scope is Scope.CALL and t.kind.is_resource]
-        pairs = [f"({w.const('S', t)}, r{t.index})" for t in resources]
-        w.emit("    except BaseException as exc:")
-        # The resources open: each one whose value was set (its set-up finished), in
-        # order, before what `hold` listed (a holder cancelled while it opened).
-        w.emit("        here = locals()")
-        w.emit("        opened = []")
-        for t, pair in zip(resources, pairs, strict=True):
-            w.emit(f"        if 'v{t.index}' in here: opened.append({pair})")
-        w.emit("        exits = [*opened, *exits]" if self.holds else "        exits = opened")
-        w.emit("        left = close_now(exits, exc, guard)")
-        w.emit("        if left is not None: settle(exc, await left)")
-        w.emit("        raise")
-        everything = f"[{', '.join(pairs)}]"
-        if all(t.kind is Kind.ASYNC_GENERATOR for t in resources):
-            # The success path in line: `close_now`'s loop, unrolled. Each finalizer's
-            # first step runs here; the call returns as soon as the last one is done,
-            # and anything else (a finalizer that suspends or fails, a cancellation from
-            # outside) goes on in `close_rest`.
-            # The head tests the first finalizer's case: no scope at the mark (the
-            # common case, no tuple to open), or a mark where no cancellation from
-            # outside is in effect. Anything else (a cancellation in effect, or the eager
-            # scope of a backend without the lazy shield) goes to `close_now`.
-            w.emit(
-                "    if guard is NO_SCOPE or guard.__class__ is tuple and not cancelled(guard[0]):"
-            )
-            many = len(resources) > 1
-            mark = "mark" if many else "guard[0]"
-            if many:
-                w.emit("        mark = guard[0]")
-                w.emit("        left = None")
-            for n, t in enumerate(reversed(resources)):
-                r, st = f"r{t.index}", w.const("S", t)
-                before = pairs[: len(resources) - n - 1]  # the resources set up before t
-                rest, left_open = (
-                    f"[{', '.join(before)}]",
-                    f"[{', '.join([*before, pairs[-n - 1]])}]",
-                )
-                pad = "    " * 2
-                if n:  # a finalizer before it may have cancelled the caller: test again
-                    w.emit("        if left is None:")
-                    w.emit(f"            if {mark} is not None and cancelled({mark}):")
-                    w.emit(f"                left = close_rest({left_open}, None, {mark}, None)")
-                    w.emit("            else:")
-                    pad = "    " * 4
-                last = n == len(resources) - 1
-                w.emit(f"{pad}finalizer = {r}.__anext__()")
-                w.emit(f"{pad}try: pending = finalizer.send(None)")
-                w.emit(f"{pad}except StopAsyncIteration: {'return ret' if last else 'pass'}")
-                w.emit(f"{pad}except BaseException as error:")
-                started = f"({st}, {r}, None, error)"
-                w.emit(f"{pad}    left = close_rest({rest}, None, {mark}, {started})")
-                w.emit(f"{pad}else:")
-                w.emit(
-                    f"{pad}    left = close_rest({rest}, None, {mark}, "
-                    f"({st}, {r}, finalizer, pending))"
-                )
-            w.emit("    else:")
-            w.emit(f"        left = close_now({everything}, None, guard)")
-            # Every path that gets here has a teardown under way in *left*.
-            w.emit("    errors = await left")
-            w.emit("    if errors: settle(None, errors)")
-            return
-        w.emit(f"    left = close_now({everything}, None, guard)")
-        w.emit("    if left is not None:")
-        w.emit("        errors = await left")
-        w.emit("        if errors: settle(None, errors)")
+        resources = [t for t in self.steps if t.scope is Scope.CALL and t.kind.is_resource]
+        emit_close(self.w.emit, self.w.const, resources, holds=self.holds)

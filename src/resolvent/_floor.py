@@ -27,6 +27,7 @@ from ._kinds import Kind
 from ._plan import Input, Plan, Step
 from ._questions import as_outcome
 from ._scopes import Scope
+from ._teardown import PLAIN_NAMES, plain_close
 
 __all__ = ("floor", "hops")
 
@@ -73,8 +74,7 @@ def floor(plan: Plan, args: Mapping[str, Any], shared: Mapping[Hashable, Any]) -
         "once": _once,
         "partial": functools.partial,
         "to_thread": anyio.to_thread.run_sync,
-        "finish": _finish,
-        "afinish": _afinish,
+        **PLAIN_NAMES,  # what `plain_close`'s lines call
     }
     lines: list[str] = []
     body: list[str] = []
@@ -132,21 +132,6 @@ def hops(plan: Plan) -> int:
     return count
 
 
-def _finish(gen: Any) -> None:
-    """A generator's teardown: run it past its ``yield``."""
-    try:  # noqa: SIM105 - a hand-written teardown; suppress() costs more
-        next(gen)
-    except StopIteration:
-        pass
-
-
-async def _afinish(gen: Any) -> None:
-    try:  # noqa: SIM105 - a hand-written teardown; suppress() costs more
-        await gen.__anext__()
-    except StopAsyncIteration:
-        pass
-
-
 def _step(step: Step, ns: dict[str, Any], args: Mapping[str, Any], finals: list[str]) -> list[str]:
     i = step.index
     v = f"v{i}"
@@ -161,21 +146,16 @@ def _step(step: Step, ns: dict[str, Any], args: Mapping[str, Any], finals: list[
     if kind is Kind.SYNC:
         return [f"{v} = {call}"]  # a threaded one is in a block
     r = f"r{i}"
+    finals.append(plain_close(step, r))  # as `resolvent._teardown` closes it, by hand
     made = f"{r} = {'await ' if step.awaits else ''}{call}"
     if kind is Kind.ASYNC_GENERATOR:
-        finals.append(f"await afinish({r})")
         return [made, f"{v} = await {r}.__anext__()"]
     if kind is Kind.ASYNC_CONTEXT_MANAGER:
-        finals.append(f"await {r}.__aexit__(None, None, None)")
         return [made, f"{v} = await {r}.__aenter__()"]
     if kind is Kind.GENERATOR:
         if step.inline:
-            finals.append(f"finish({r})")
             return [made, f"{v} = next({r})"]
-        finals.append(f"await to_thread(finish, {r})")
         return [made, f"{v} = await to_thread(next, {r})"]
     if step.inline:
-        finals.append(f"{r}.__exit__(None, None, None)")
         return [made, f"{v} = {r}.__enter__()"]
-    finals.append(f"await to_thread({r}.__exit__, None, None, None)")
     return [made, f"{v} = await to_thread({r}.__enter__)"]

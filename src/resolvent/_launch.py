@@ -86,6 +86,7 @@ class Launcher:
 
     __slots__ = (
         "asker",
+        "checked",
         "cold",
         "container",
         "count",
@@ -94,6 +95,7 @@ class Launcher:
         "key",
         "plan",
         "ready",
+        "refused",
         "scoped",
         "settles",
         "start",
@@ -125,6 +127,8 @@ class Launcher:
         self.settles = False  # whether a resource of its plan settles the call's writes
         self.count = 0  # cold calls so far (a start of no values: see `_cold`)
         self.cold: Starter | None = None  # `_cold`, bound once
+        self.checked: Plan | None = None  # the plan `direct` last judged, and its answer
+        self.refused = False
 
     @property
     def blocks(self) -> list[int]:
@@ -157,7 +161,9 @@ class Launcher:
         """
         container = self.container
         plan = container._current(self.plan)
-        if container._concurrent or container._call_timeout is not None or not self.direct(plan):
+        if plan is not self.checked:  # what `direct` says of a plan holds for its life
+            self.checked, self.refused = plan, not self.direct(plan)
+        if container._concurrent or container._call_timeout is not None or self.refused:
             self.plan = plan
             if not self.scoped:
                 return None

@@ -1,13 +1,17 @@
 """Teardown: a call's exits, and closing resources in reverse order, shielded, each to
-completion. Never sets a resource up.
+completion, interpreted (`Exits.close`, `Kept`, `close_now`) and as the lines of generated
+code that do the same (`emit_open`, `emit_close`, with the names that code calls,
+`GENERATED_NAMES`): one module owns how a CALL resource is torn down. Never sets a
+resource up.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import anyio
 import anyio.to_thread
@@ -15,14 +19,18 @@ import anyio.to_thread
 from ._context import InContext, Restore
 from ._kinds import Kind
 from ._markers import is_settling
-from ._shield import begin, insert, outer_cancelled, resume
+from ._shield import NO_SCOPE, begin, insert, outer_cancelled, resume
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from anyio.abc import TaskGroup
 
     from ._plan import Step
 
 __all__ = (
+    "GENERATED_NAMES",
+    "PLAIN_NAMES",
     "Exits",
     "Held",
     "Kept",
@@ -30,8 +38,11 @@ __all__ = (
     "close_now",
     "close_resources",
     "close_rest",
+    "emit_close",
+    "emit_open",
     "finalize",
     "finalize_sync",
+    "plain_close",
     "settle",
     "settle_writes",
 )
@@ -116,9 +127,23 @@ class Kept(list[tuple["Step", Any]]):
 
     __slots__ = ("guard",)
     guard: Any  # from `begin`: a mark (asyncio) or an entered cancel scope
+    appends: ClassVar[bool]  # `APPENDS`, for an integration to tell
 
     async def __aenter__(self) -> Kept:
         return self
+
+    @classmethod
+    def on(cls, stack: contextlib.AsyncExitStack[Any]) -> Kept:
+        """A new `Kept`, its exit on *stack* (a web framework's exit stack, which it
+        leaves after the response is sent), so the resources close there, in reverse
+        order after what the stack held before: with one append to the stack's own
+        list of exits where this Python keeps them so (`APPENDS`), else pushed."""
+        kept = cls()
+        if APPENDS and stack.__class__ is contextlib.AsyncExitStack:
+            stack._exit_callbacks.append((False, kept.__aexit__))  # type: ignore[attr-defined]  # pyright: ignore[reportUnknownMemberType, reportAttributeAccessIssue]
+        else:
+            stack.push_async_exit(kept)
+        return kept
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         guard = self.guard
@@ -389,3 +414,172 @@ def settle(exc: BaseException | None, errors: list[BaseException]) -> None:
         raise errors[0]
     if errors:
         raise BaseExceptionGroup("several finalizers failed during teardown", errors)
+
+
+# -- the same teardown, as generated code ----------------------------------------------------
+
+
+def emit_open(emit: Callable[[str], None], *, kept: bool, holds: bool) -> None:
+    """The first lines of a generated ``direct`` (or ``kept``) function, which sets up its
+    CALL resources itself: mark where the teardown shield goes, as a call scope does (see
+    `Exits`), so a provider's own cancel scopes are left in order; ``direct`` then opens
+    the ``try`` whose end is `emit_close`'s. *holds*: a resource may go to a holder task
+    (`resolvent._resources.hold`), which lists itself in ``exits``. ``kept`` takes its
+    exits (a `Kept`) as *call* and leaves the closing to whoever holds them."""
+    if kept:
+        emit("    exits, call = call, None")
+        emit("    exits.guard = begin()")
+        return
+    if holds:
+        emit("    exits = ()")
+    emit("    guard = begin()")
+    emit("    try:")
+
+
+def emit_close(
+    emit: Callable[[str], None],
+    const: Callable[[str, Any], str],
+    resources: list[Step],
+    *,
+    holds: bool,
+) -> None:
+    """The end of a generated ``direct`` function: close *resources* (its CALL resources,
+    in set-up order; ``r{index}`` holds each) as `close_now` and `close_rest` do, on the
+    failure path and the success path, with the async-generator success path unrolled.
+    *const* names an object for the code (a step)."""
+    # The call's exception (a resolver's, mapped, or the handler's) is thrown into
+    # each finalizer, as `async with call` would; their own errors become notes.
+    pairs = [f"({const('S', t)}, r{t.index})" for t in resources]
+    emit("    except BaseException as exc:")
+    # The resources open: each one whose value was set (its set-up finished), in
+    # order, before what `hold` listed (a holder cancelled while it opened).
+    emit("        here = locals()")
+    emit("        opened = []")
+    for t, pair in zip(resources, pairs, strict=True):
+        emit(f"        if 'v{t.index}' in here: opened.append({pair})")
+    emit("        exits = [*opened, *exits]" if holds else "        exits = opened")
+    emit("        left = close_now(exits, exc, guard)")
+    emit("        if left is not None: settle(exc, await left)")
+    emit("        raise")
+    everything = f"[{', '.join(pairs)}]"
+    if all(t.kind is Kind.ASYNC_GENERATOR for t in resources):
+        # The success path in line: `close_now`'s loop, unrolled. Each finalizer's
+        # first step runs here; the call returns as soon as the last one is done,
+        # and anything else (a finalizer that suspends or fails, a cancellation from
+        # outside) goes on in `close_rest`.
+        # The head tests the first finalizer's case: no scope at the mark (the
+        # common case, no tuple to open), or a mark where no cancellation from
+        # outside is in effect. Anything else (a cancellation in effect, or the eager
+        # scope of a backend without the lazy shield) goes to `close_now`.
+        emit("    if guard is NO_SCOPE or guard.__class__ is tuple and not cancelled(guard[0]):")
+        many = len(resources) > 1
+        mark = "mark" if many else "guard[0]"
+        if many:
+            emit("        mark = guard[0]")
+            emit("        left = None")
+        for n, t in enumerate(reversed(resources)):
+            r, st = f"r{t.index}", const("S", t)
+            before = pairs[: len(resources) - n - 1]  # the resources set up before t
+            rest, left_open = (
+                f"[{', '.join(before)}]",
+                f"[{', '.join([*before, pairs[-n - 1]])}]",
+            )
+            pad = "    " * 2
+            if n:  # a finalizer before it may have cancelled the caller: test again
+                emit("        if left is None:")
+                emit(f"            if {mark} is not None and cancelled({mark}):")
+                emit(f"                left = close_rest({left_open}, None, {mark}, None)")
+                emit("            else:")
+                pad = "    " * 4
+            last = n == len(resources) - 1
+            emit(f"{pad}finalizer = {r}.__anext__()")
+            emit(f"{pad}try: pending = finalizer.send(None)")
+            emit(f"{pad}except StopAsyncIteration: {'return ret' if last else 'pass'}")
+            emit(f"{pad}except BaseException as error:")
+            started = f"({st}, {r}, None, error)"
+            emit(f"{pad}    left = close_rest({rest}, None, {mark}, {started})")
+            emit(f"{pad}else:")
+            emit(
+                f"{pad}    left = close_rest({rest}, None, {mark}, ({st}, {r}, finalizer, pending))"
+            )
+        emit("    else:")
+        emit(f"        left = close_now({everything}, None, guard)")
+        # Every path that gets here has a teardown under way in *left*.
+        emit("    errors = await left")
+        emit("    if errors: settle(None, errors)")
+        return
+    emit(f"    left = close_now({everything}, None, guard)")
+    emit("    if left is not None:")
+    emit("        errors = await left")
+    emit("        if errors: settle(None, errors)")
+
+
+GENERATED_NAMES: dict[str, Any] = {
+    "begin": begin,
+    "close_now": close_now,
+    "close_rest": close_rest,
+    "cancelled": outer_cancelled,
+    "NO_SCOPE": NO_SCOPE,
+    "settle": settle,
+}
+"""What the code `emit_open` and `emit_close` write calls, by the names it uses."""
+
+
+def plain_close(step: Step, r: str) -> str:
+    """The line that closes *step*'s resource, held in the variable *r*, after a success,
+    as a person writes it by hand: no shield, no error gathered, no check that a generator
+    yielded once (`resolvent bench`'s floor, the same calls with no container). Its code
+    calls `PLAIN_NAMES`; the rest of this module is what resolvent adds to it."""
+    kind = step.kind
+    if kind is Kind.ASYNC_GENERATOR:
+        return f"await afinish({r})"
+    if kind is Kind.ASYNC_CONTEXT_MANAGER:
+        return f"await {r}.__aexit__(None, None, None)"
+    if kind is Kind.GENERATOR:
+        return f"finish({r})" if step.inline else f"await to_thread(finish, {r})"
+    if step.inline:
+        return f"{r}.__exit__(None, None, None)"
+    return f"await to_thread({r}.__exit__, None, None, None)"
+
+
+def _finish(gen: Any) -> None:
+    """A sync generator's teardown by hand: run it past its ``yield``."""
+    try:  # noqa: SIM105 - a hand-written teardown; suppress() costs more
+        next(gen)
+    except StopIteration:
+        pass
+
+
+async def _afinish(gen: Any) -> None:
+    """An async generator's teardown by hand."""
+    try:  # noqa: SIM105 - a hand-written teardown; suppress() costs more
+        await gen.__anext__()
+    except StopAsyncIteration:
+        pass
+
+
+PLAIN_NAMES: dict[str, Any] = {
+    "finish": _finish,
+    "afinish": _afinish,
+    "to_thread": anyio.to_thread.run_sync,
+}
+"""What `plain_close`'s lines call, by the names they use."""
+
+
+def _appends() -> bool:
+    """Whether this Python's `AsyncExitStack` keeps its exits as ``(is_sync, callback)``
+    pairs in a deque, ``_exit_callbacks``, as every CPython since 3.7 does: then
+    `Kept.on` pushes an exit with one append, not through three frames of contextlib's on
+    each request. Checked once, on a stack of its own; a test fails if it ever is not."""
+
+    async def probe(*exc_details: Any) -> None:
+        return None
+
+    stack = contextlib.AsyncExitStack()
+    stack.push_async_exit(probe)
+    callbacks: Any = getattr(stack, "_exit_callbacks", None)
+    return isinstance(callbacks, collections.deque) and list(callbacks) == [(False, probe)]  # pyright: ignore[reportUnknownArgumentType]
+
+
+APPENDS = Kept.appends = _appends()
+"""Whether `Kept.on` appends to an exit stack's own list (see `_appends`)."""

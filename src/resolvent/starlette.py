@@ -28,7 +28,6 @@ This module needs Starlette (``pip install resolvent[starlette]``); the core nev
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import functools
 import importlib.util
@@ -407,12 +406,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
                             app = app_scope(container)
                             if not launcher.kept:
                                 return await start(kwargs, values, None, app, None, fn)
-                            kept = Kept()
-                            if _APPENDS and stack.__class__ is AsyncExitStack:
-                                # `push_async_exit`, less its three frames (see `_appends`)
-                                stack._exit_callbacks.append((False, kept.__aexit__))  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
-                            else:
-                                stack.push_async_exit(kept)
+                            kept = Kept.on(stack)  # closed after the response
                             result = await start(kwargs, values, kept, app, None, fn)
                             if launcher.settles:  # what settles the writes, before the response
                                 await _settled(kept.settle)
@@ -626,22 +620,7 @@ def _bind(name: str, instance: str | None, args: Sequence[Any]) -> dict[str, Any
     )
 
 
-def _appends() -> bool:
-    """Whether this Python's `AsyncExitStack` keeps its exits as ``(is_sync, callback)``
-    pairs in a deque, ``_exit_callbacks``, as every CPython since 3.7 does: then a
-    route pushes its exit with one append, not through three frames of contextlib's on
-    each request. Checked once, on a stack of its own; a test fails if it ever is not."""
-
-    async def probe(*exc_details: Any) -> None:
-        return None
-
-    stack = AsyncExitStack()
-    stack.push_async_exit(probe)
-    callbacks: Any = getattr(stack, "_exit_callbacks", None)
-    return isinstance(callbacks, collections.deque) and list(callbacks) == [(False, probe)]  # pyright: ignore[reportUnknownArgumentType]
-
-
-_APPENDS = _appends()
+_APPENDS = Kept.appends  # a route's exit goes on FastAPI's stack with one append (`Kept.on`)
 
 
 def _unbound(fn: Any) -> Any:
