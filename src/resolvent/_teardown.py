@@ -145,6 +145,21 @@ class Kept(list[tuple["Step", Any]]):
             stack.push_async_exit(kept)
         return kept
 
+    @staticmethod
+    def probe() -> bool:
+        """Whether this Python's `AsyncExitStack` keeps its exits as ``(is_sync, callback)``
+        pairs in a deque, ``_exit_callbacks``, as every CPython since 3.7 does: then `on`
+        pushes an exit with one append, not through three frames of contextlib's on each
+        request. Checked once (`APPENDS`), on a stack of its own; a test fails if it is not."""
+
+        async def probe(*exc_details: Any) -> None:
+            return None
+
+        stack = contextlib.AsyncExitStack()
+        stack.push_async_exit(probe)
+        callbacks: Any = getattr(stack, "_exit_callbacks", None)
+        return isinstance(callbacks, collections.deque) and list(callbacks) == [(False, probe)]  # pyright: ignore[reportUnknownArgumentType]
+
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         guard = self.guard
         if guard.__class__ is tuple:  # shielded once needed (see `resolvent._shield`)
@@ -566,20 +581,5 @@ PLAIN_NAMES: dict[str, Any] = {
 """What `plain_close`'s lines call, by the names they use."""
 
 
-def _appends() -> bool:
-    """Whether this Python's `AsyncExitStack` keeps its exits as ``(is_sync, callback)``
-    pairs in a deque, ``_exit_callbacks``, as every CPython since 3.7 does: then
-    `Kept.on` pushes an exit with one append, not through three frames of contextlib's on
-    each request. Checked once, on a stack of its own; a test fails if it ever is not."""
-
-    async def probe(*exc_details: Any) -> None:
-        return None
-
-    stack = contextlib.AsyncExitStack()
-    stack.push_async_exit(probe)
-    callbacks: Any = getattr(stack, "_exit_callbacks", None)
-    return isinstance(callbacks, collections.deque) and list(callbacks) == [(False, probe)]  # pyright: ignore[reportUnknownArgumentType]
-
-
-APPENDS = Kept.appends = _appends()
-"""Whether `Kept.on` appends to an exit stack's own list (see `_appends`)."""
+APPENDS = Kept.appends = Kept.probe()
+"""Whether `Kept.on` appends to an exit stack's own list (see `Kept.probe`)."""

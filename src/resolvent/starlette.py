@@ -620,7 +620,9 @@ def _bind(name: str, instance: str | None, args: Sequence[Any]) -> dict[str, Any
     )
 
 
-_APPENDS = Kept.appends  # a route's exit goes on FastAPI's stack with one append (`Kept.on`)
+# Whether a route's exit goes on FastAPI's stack with one append (see `Kept.on`).
+_appends = Kept.probe
+_APPENDS = Kept.appends
 
 
 def _unbound(fn: Any) -> Any:
