@@ -16,7 +16,18 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 from modes import MODES, make_container, run
-from resolvent import Container, Held, Resolve, Scope, State, StateStore, open_store
+from resolvent import (
+    Container,
+    Held,
+    MemoryStore,
+    Resolve,
+    Scope,
+    State,
+    StateConflict,
+    StateKey,
+    StateStore,
+    open_store,
+)
 from trace_helpers import EXPORTER, Installed, assert_nothing_secret, one, otel, tree
 
 __all__ = ("otel",)  # the fixture, used by name
@@ -230,6 +241,16 @@ async def test_a_failing_resolver_marks_its_span_and_the_calls(otel: Installed) 
         assert span.status.status_code is StatusCode.ERROR
         assert span.attributes is not None
         assert span.attributes["error.type"] == f"{M}Broken"
+    # The span that raised it names the resolver on its exception event; the call's
+    # span says which resolver failed.
+    (event,) = one(spans, f"resolve {M}failing").events
+    assert (event.name, dict(event.attributes or {})) == (
+        "exception",
+        {"exception.type": f"{M}Broken", "code.function.name": f"{M}failing"},
+    )
+    call = one(spans, f"call {M}uses_failing")
+    assert call.attributes is not None
+    assert call.attributes["resolvent.error.resolver"] == f"{M}failing"
     assert_nothing_secret(spans, SECRET)  # not the message: it carries the argument
     errors = otel.metrics()["resolvent.resolver.errors"]
     assert [(p.value, dict(p.attributes)) for p in errors] == [
@@ -279,18 +300,29 @@ async def uses_config(value: Annotated[str, Resolve(config)], user: str) -> str:
     return value
 
 
-async def test_a_value_from_an_outer_scope_is_made_once_and_timed(otel: Installed) -> None:
-    container = Container()
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_value_from_an_outer_scope_is_made_once_and_timed(
+    otel: Installed, mode: str
+) -> None:
+    container = make_container(mode)
     container.provide(config, scope=Scope.APP)
     async with container:
         for _ in range(3):
-            await container.run(uses_config, user=SECRET)
+            await run(container, _bound(uses_config), mode)
     spans = otel.spans()
-    # Made once, in the first call; the later calls take it from the APP scope's memo.
+    # Made once, in the first call; the later calls take it from the APP scope's memo:
+    # no span, an event on the call's span.
     assert tree(spans) == [
         (f"call {M}uses_config", [(f"resolve {M}config", [])]),
         (f"call {M}uses_config", []),
         (f"call {M}uses_config", []),
+    ]
+    calls = sorted((s for s in spans if s.name.startswith("call ")), key=lambda s: s.start_time)
+    hit = ("resolvent.memo.hit", {"code.function.name": f"{M}config", "resolvent.scope": "APP"})
+    assert [[(e.name, dict(e.attributes or {})) for e in c.events] for c in calls] == [
+        [],
+        [hit],
+        [hit],
     ]
     assert one(spans, f"resolve {M}config").attributes == {
         "code.function.name": f"{M}config",
@@ -356,3 +388,92 @@ async def test_a_state_edit_commits_or_rolls_back(otel: Installed, tmp_path: Pat
             assert span.attributes["resolvent.state.name"] == "cart"
             assert span.attributes["resolvent.state.store"] == "SqliteStore"
     assert_nothing_secret(spans, SECRET, handle, "anonymous")
+
+
+class Waited(MemoryStore):
+    """The in-memory store, saying when a load found another call's lease."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = anyio.Event()
+
+    async def load(self, key: StateKey, idle: float, token: str, lease: float) -> bytes | None:
+        try:
+            return await super().load(key, idle, token, lease)
+        except StateConflict:
+            self.refused.set()
+            raise
+
+
+WAITED: list[Waited] = []
+HOLDING: list[anyio.Event] = []  # set once the holding call has its lease
+
+
+async def waited_store() -> AsyncIterator[StateStore]:
+    yield WAITED[0]
+
+
+BASKETS = State("basket", Cart, store=waited_store)
+
+
+async def open_basket(basket: Annotated[Held[Cart], Resolve(BASKETS.new)]) -> str:
+    return basket.handle
+
+
+async def hold_basket(
+    basket: str, release: anyio.Event, edit: Annotated[Held[Cart], Resolve(BASKETS.edit)]
+) -> None:
+    edit.value.items.append("first")
+    HOLDING[0].set()
+    await release.wait()  # its lease held until the other call waits for it
+
+
+async def add_to_basket(basket: str, edit: Annotated[Held[Cart], Resolve(BASKETS.edit)]) -> int:
+    edit.value.items.append("second")
+    return len(edit.value.items)
+
+
+async def test_a_state_edit_that_waits_for_another_calls_lease(otel: Installed) -> None:
+    WAITED[:] = [Waited()]
+    HOLDING[:] = [anyio.Event()]
+    container = Container(values=(anyio.Event,))
+    container.provide(waited_store, scope=Scope.APP)
+    release = anyio.Event()
+    async with container:
+        handle = await container.run(open_basket)
+        EXPORTER.clear()
+        added: list[int] = []
+        async with anyio.create_task_group() as group:
+
+            async def holder() -> None:
+                async with container.call(values={anyio.Event: release}) as scope:
+                    await scope.run(hold_basket, basket=handle)
+
+            async def waiter() -> None:
+                added.append(await container.run(add_to_basket, basket=handle))
+
+            group.start_soon(holder)
+            with anyio.fail_after(10):  # only a hang fails here
+                await HOLDING[0].wait()
+                group.start_soon(waiter)
+                await WAITED[0].refused.wait()  # it waits for the holder's lease
+            release.set()
+    assert added == [2]
+    spans = otel.spans()
+    waiting = (
+        f"call {M}add_to_basket",
+        [
+            *[(f"resolve resolvent._state.{f}", []) for f in ("call_ledger", "current_principal")],
+            ("state.commit basket", []),
+            ("state.load basket", [("state.lease_wait basket", [])]),
+        ],
+    )
+    assert waiting in tree(spans)
+    wait = one(spans, "state.lease_wait basket")
+    assert dict(wait.attributes or {}) == {
+        "code.function.name": "resolvent.State['basket'].edit",
+        "resolvent.state.name": "basket",
+        "resolvent.state.store": "Waited",
+    }
+    assert wait.status.status_code is StatusCode.UNSET
+    assert_nothing_secret(spans, handle, "anonymous")

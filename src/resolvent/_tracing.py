@@ -18,8 +18,10 @@ import importlib
 import inspect
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, cast
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._errors import CallTimeout, ResolventError
 from ._executor import PLAN_CODE
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = (
     "TRACED_CODE",
     "answer_span",
+    "lease_wait",
     "provider_installed",
     "require_api",
     "run_traced",
@@ -57,6 +60,8 @@ CANCELLED = "resolvent.cancelled"
 TIMED_OUT = "resolvent.call_timeout.expired"
 TIMEOUT = "resolvent.call_timeout"
 ROUND = "resolvent.round"
+FAILED_RESOLVER = "resolvent.error.resolver"
+MEMO_HIT = "resolvent.memo.hit"
 STATE = "resolvent.state.name"
 STATE_STORE = "resolvent.state.store"
 _STORE_ARGUMENT = "resolvent_store"  # what a `State`'s resolvers are given their store as
@@ -160,9 +165,10 @@ def _error_type(error: BaseException) -> str:
     return f"{module}.{cls.__qualname__}"
 
 
-def _failed(span: Span, error: BaseException) -> str | None:
-    """Mark *span* with *error*: its type only. An error's message is not recorded: it
-    may carry an argument value. Returns the error type, None for a cancellation."""
+def _failed(span: Span, error: BaseException, where: str | None = None) -> str | None:
+    """Mark *span* with *error*: its type, and *where* (the resolver whose span it is)
+    on the exception event. An error's message is not recorded: it may carry an argument
+    value. Returns the error type, None for a cancellation."""
     from opentelemetry.trace import Status, StatusCode
 
     if _cancellation(error):
@@ -170,9 +176,27 @@ def _failed(span: Span, error: BaseException) -> str | None:
         return None
     kind = _error_type(error)
     span.set_attribute(ERROR_TYPE, kind)
-    span.add_event("exception", {"exception.type": kind})
+    event: dict[str, Any] = {"exception.type": kind}
+    if where is not None:
+        event[FUNCTION] = where
+    span.add_event("exception", event)
     span.set_status(Status(StatusCode.ERROR, kind))
     return kind
+
+
+# The resolver whose span an error crossed first (the one that raised it), by the error's
+# id, until the call's span reads it (`_call_failed`). Bounded: an error no call span
+# reads (a `Call.resolve` of a traced plan has none) is forgotten after a few others.
+_raised: OrderedDict[int, tuple[BaseException, str]] = OrderedDict()
+_RAISED_KEPT = 32
+
+
+def _raised_by(error: BaseException, name: str) -> None:
+    if id(error) in _raised:
+        return  # an outer span it crossed: the first is the one that raised it
+    _raised[id(error)] = (error, name)
+    while len(_raised) > _RAISED_KEPT:
+        _raised.popitem(last=False)  # one step: safe beside worker threads
 
 
 def _kind(step: Step) -> str:
@@ -246,6 +270,13 @@ class _Traced:
             return self.fn(*args, **kwargs)
 
     async def _async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self.state is not None:  # a `State`'s read: its load may wait for a lease
+            loading = _LOADING.set(self)
+            try:
+                with self.span(self.names[0], None):
+                    return await self.fn(*args, **kwargs)
+            finally:
+                _LOADING.reset(loading)
         with self.span(self.names[0], None):
             return await self.fn(*args, **kwargs)
 
@@ -291,8 +322,10 @@ class _Measure:
             labels = self.traced.labels
             metrics = _instruments()
             if error is not None:
-                failed = _failed(span, error)
+                name = self.traced.name
+                failed = _failed(span, error, name)
                 if failed is not None:
+                    _raised_by(error, name)
                     metrics.errors.add(1, {**labels, ERROR_TYPE: failed})
             if self.parent is None or self.name == self.traced.names[1]:  # not a teardown
                 metrics.duration.record(elapsed, labels)
@@ -330,6 +363,13 @@ class _Resource:
 
     async def __anext__(self) -> Any:
         if not self.opened:
+            if self.traced.state is not None:  # a `State`'s load, which may wait for a lease
+                loading = _LOADING.set(self.traced)
+                try:
+                    with self._setup():
+                        return await self.inner.__anext__()
+                finally:
+                    _LOADING.reset(loading)
             with self._setup():
                 return await self.inner.__anext__()
         with _Closing(self._teardown()):
@@ -398,6 +438,37 @@ class _Closing:
         self.measure.__exit__(None, error, None)
 
 
+# The traced `State` resolver loading now in this context (see `lease_wait`).
+_LOADING: ContextVar[_Traced | None] = ContextVar("resolvent_state_loading", default=None)
+
+T = TypeVar("T")
+
+
+async def lease_wait(name: str, waiting: Awaitable[T]) -> T:
+    """Wait for another call's lease on a value of the `State` *name* (*waiting*: the
+    retries of its load), in a span of its own under the load's, when the load is a
+    traced plan's: how long the call stood behind another. Never the handle."""
+    traced = _LOADING.get()
+    if traced is None:  # an untraced plan's load
+        return await waiting
+    attributes = {
+        FUNCTION: traced.name,
+        STATE: name,
+        STATE_STORE: traced.attributes.get(STATE_STORE, "unknown"),
+    }
+    with traced.tracer.start_as_current_span(
+        f"state.lease_wait {name}",
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            return await waiting
+        except BaseException as error:
+            _failed(span, error, traced.name)
+            raise
+
+
 def _state_resolver(fn: Any) -> tuple[str, str] | None:
     """(the state's name, ``new``/``read``/``edit``) for a `State`'s resolver, else None."""
     qualname = getattr(fn, "__qualname__", "")
@@ -428,12 +499,38 @@ def _call_attributes(plan: Plan, mode: str) -> dict[str, Any]:
     return {FUNCTION: plan.name, SCOPES: scopes, MODE: mode}
 
 
+Outer = tuple[tuple[Hashable, bool, dict[str, Any]], ...]
+
+
+def _outer(plan: Plan) -> Outer:
+    """*plan*'s APP and SESSION steps: (key, whether APP, the attributes of its memo hit)."""
+    return tuple(
+        (step.key, step.scope is Scope.APP, {FUNCTION: step.name, SCOPE: step.scope.name})
+        for step in plan.steps
+        if step.scope is not Scope.CALL
+    )
+
+
+def _memo_hits(span: Span, outer: Outer, app: Any, session: Any) -> None:
+    """An event on the call's *span* for each value of *outer* its scope holds already
+    (*app*, *session*: the live scopes, or None): the call takes it from the memo, and
+    its resolver does not run (no span)."""
+    for key, in_app, attributes in outer:
+        live = app if in_app else session
+        if live is not None and key in live.cache:
+            span.add_event(MEMO_HIT, attributes)
+
+
 def _call_span(
-    function: Callable[..., Coroutine[Any, Any, Any]], plan: Plan, mode: str
+    function: Callable[..., Coroutine[Any, Any, Any]], plan: Plan, mode: str, variant: str
 ) -> Callable[..., Coroutine[Any, Any, Any]]:
-    """*function* (a plan's generated code) inside the call's span."""
+    """*function* (a plan's generated *variant*) inside the call's span."""
     tracer, name = _tracer(), f"call {plan.name}"
     attributes = _call_attributes(plan, mode)
+    outer = _outer(plan)
+    # Where the variant takes the live scopes: ``entry(app, args)`` (``app`` only for a
+    # plan with APP values; never a session), else ``(args, values, call, app, session, body)``.
+    entry = variant.startswith("entry")
 
     async def traced(*args: Any) -> Any:
         with tracer.start_as_current_span(
@@ -442,6 +539,11 @@ def _call_span(
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
+            if outer:
+                if entry:
+                    _memo_hits(span, outer, args[0] if len(args) == 2 else None, None)
+                else:
+                    _memo_hits(span, outer, args[3], args[4])
             try:
                 return await function(*args)
             except BaseException as error:
@@ -456,6 +558,9 @@ def _call_failed(span: Span, error: BaseException) -> None:
     if isinstance(error, CallTimeout):
         span.set_attribute(TIMED_OUT, True)
         span.set_attribute(TIMEOUT, error.timeout)
+    raised = _raised.pop(id(error), None)
+    if raised is not None and raised[0] is error:  # a resolver's: which one
+        span.set_attribute(FAILED_RESOLVER, raised[1])
     _failed(span, error)
 
 
@@ -474,7 +579,7 @@ class _TracedCode:
             # ``resolve`` runs inside a call that has its span (`run_traced`), or for a
             # caller of `Call.resolve`, whose own span is the call's.
             return function
-        return _call_span(function, plan, "generated")
+        return _call_span(function, plan, "generated", variant)
 
     def source(self, plan: Plan, variant: str) -> str:
         return PLAN_CODE.source(plan, variant)
@@ -507,6 +612,7 @@ async def run_traced(call: Any, plan: Plan, kwargs: dict[str, Any]) -> Any:
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
+        _memo_hits(span, _outer(plan), call._container._app, call._session)
         if rounds is not None:  # carried to the next round, if there is one
             context = first if first is not None else span.get_span_context()
             rounds.asking[_ROUND_KEY] = f"{number} {context.trace_id:032x} {context.span_id:016x}"

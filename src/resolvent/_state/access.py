@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import random
 import re
+import sys
 from typing import Any, TypeVar
 
 import anyio
@@ -153,8 +154,12 @@ class Access(Codec[M]):
         call kept under it (see `_fetch`)."""
         try:
             data, earlier = await self._fetch(store, key, token, lease, name)
-        except StateConflict:
-            data, earlier = await self._wait_for(store, key, token, lease, name)
+        except StateConflict:  # another call holds its lease: wait for it
+            waiting = self._wait_for(store, key, token, lease, name)
+            tracing = sys.modules.get("resolvent._tracing")  # loaded by a traced plan
+            data, earlier = await (
+                waiting if tracing is None else tracing.lease_wait(self.name, waiting)
+            )
         if data is None:
             raise self._not_found(key.handle)
         return data, earlier
