@@ -111,7 +111,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the interface", ("_integration",)),
     ("state", ("_state", "_leases")),
     ("the package", ("__init__",)),
-    ("tools", ("_cli", "_bench", "_bench_timing", "_bench_report", "_probe", "_floor", "__main__")),
+    (
+        "tools",
+        (
+            "_cli",
+            "_trace_file",
+            "_bench",
+            "_bench_timing",
+            "_bench_report",
+            "_probe",
+            "_floor",
+            "__main__",
+        ),
+    ),
     ("integrations", ("mcp", "starlette", "asgi", "testing", "redis")),
 )
 # layers: end

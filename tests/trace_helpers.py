@@ -7,6 +7,7 @@ take them out again, so other tests see no provider (and their plans are not tra
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -124,3 +125,56 @@ def assert_nothing_secret(spans: list[ReadableSpan], *secrets: str) -> None:
         for secret in secrets:
             for text in texts:
                 assert secret not in text, f"{span.name} carries {secret!r}: {text}"
+
+
+def _otlp_value(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}  # OTLP JSON: 64-bit integers as strings
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, tuple | list):
+        return {"arrayValue": {"values": [_otlp_value(v) for v in value]}}
+    return {"stringValue": str(value)}
+
+
+def _otlp_attributes(attributes: Any) -> list[dict[str, Any]]:
+    return [{"key": k, "value": _otlp_value(v)} for k, v in (attributes or {}).items()]
+
+
+def otlp_json(spans: list[ReadableSpan]) -> str:
+    """*spans* as one line of OTLP JSON, the OpenTelemetry Collector's file exporter's
+    format (an ``ExportTraceServiceRequest``: hex ids, enums as numbers, times as strings)."""
+    encoded = [
+        {
+            "traceId": f"{s.context.trace_id:032x}",
+            "spanId": f"{s.context.span_id:016x}",
+            "parentSpanId": f"{s.parent.span_id:016x}" if s.parent is not None else "",
+            "name": s.name,
+            "kind": s.kind.value + 1,  # OTLP counts from SPAN_KIND_UNSPECIFIED = 0
+            "startTimeUnixNano": str(s.start_time),
+            "endTimeUnixNano": str(s.end_time),
+            "attributes": _otlp_attributes(s.attributes),
+            "events": [
+                {
+                    "timeUnixNano": str(e.timestamp),
+                    "name": e.name,
+                    "attributes": _otlp_attributes(e.attributes),
+                }
+                for e in s.events
+            ],
+            "status": {"code": s.status.status_code.value},
+        }
+        for s in spans
+    ]
+    resource = _otlp_attributes(spans[0].resource.attributes) if spans else []
+    document = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": resource},
+                "scopeSpans": [{"scope": {"name": "resolvent"}, "spans": encoded}],
+            }
+        ]
+    }
+    return json.dumps(document) + "\n"

@@ -11,13 +11,18 @@ from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, TextIO
 
-from . import Container, InvalidSignature
+from . import Container, InvalidSignature, Plan
 from ._bench import MODES
 from ._integration import HANDLER
 
 __all__ = ("main",)
 
 _FORMATS = ("text", "mermaid", "dot")
+_TRACES_HELP = (
+    "a trace file of the function's calls (OTLP JSON, as the OpenTelemetry Collector's file "
+    "exporter writes it, or the SDK console exporter's JSON): show each resolver's time "
+    "in that traffic"
+)
 
 
 class UsageError(Exception):
@@ -57,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
         default="text",
         help="output format (default: text)",
     )
+    graph.add_argument("--traces", metavar="FILE", help=_TRACES_HELP)
     bench = commands.add_parser(
         "bench",
         help="time a function's resolution and body, split into your code and resolvent's",
@@ -115,6 +121,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the event loop to run on, as your server does (default: asyncio)",
     )
     bench.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
+    bench.add_argument("--traces", metavar="FILE", help=_TRACES_HELP + ", beside the bench's")
     bench.add_argument(
         "--plot", metavar="FILE.png", help="draw the time per resolver (needs matplotlib)"
     )
@@ -245,6 +252,31 @@ def _graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(plan.to_dot(), file=out)
     else:
         print(plan.describe(), file=out)
+    if args.traces:
+        return _traffic("graph", args.traces, plan, None, out, err)
+    return 0
+
+
+def _traffic(
+    command: str,
+    path: str,
+    plan: Plan,
+    bench: dict[str, float] | None,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Print each resolver's time in the calls of *plan*'s function that the trace file
+    at *path* holds (and *bench*'s mean of each, µs, if given); 1 if it holds none."""
+    from ._trace_file import TraceFileError, read_spans, render_traffic, traffic
+
+    try:
+        found = traffic(read_spans(path), plan.name, path)
+    except TraceFileError as exc:
+        print(f"resolvent {command}: {exc}", file=err)
+        return 1
+    order = [(step.name, step.scope.name) for step in plan.steps]
+    print("", file=out)
+    print(render_traffic(found, order, path, bench), file=out)
     return 0
 
 
@@ -321,6 +353,12 @@ def _bench(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"resolvent bench: cannot benchmark {args.target}:\n{exc}", file=err)
         return 1
     print(render(report), file=out)
+    if args.traces:
+        rows = report["modes"][0]["resolvers"]
+        measured = {r["name"]: r["mean_us"] for r in rows if r["runs_per_call"]}
+        status = _traffic("bench", args.traces, container.compile(fn), measured, out, err)
+        if status:
+            return status
     if args.json:
         import json
 
