@@ -347,7 +347,14 @@ async def cart_store() -> AsyncIterator[StateStore]:
         yield store
 
 
-CARTS = State("cart", Cart, store=cart_store)
+OWNER = "owner-s3cret"  # the caller's principal, which no span may carry
+
+
+async def cart_owner() -> str:
+    return OWNER
+
+
+CARTS = State("cart", Cart, store=cart_store, principal=cart_owner)
 
 
 async def open_cart(cart: Annotated[Held[Cart], Resolve(CARTS.new)]) -> str:
@@ -374,7 +381,7 @@ async def test_a_state_edit_commits_or_rolls_back(otel: Installed, tmp_path: Pat
         assert await container.run(add_item, cart=handle, item="two") == 2  # not poisoned
     spans = otel.spans()
     call = f"call {M}add_item"
-    made = [(f"resolve resolvent._state.{f}", []) for f in ("call_ledger", "current_principal")]
+    made = [("resolve resolvent._state.call_ledger", []), (f"resolve {M}cart_owner", [])]
     commits = (call, [*made, ("state.commit cart", []), ("state.load cart", [])])
     rollback = (call, [*made, ("state.load cart", []), ("state.rollback cart", [])])
     # The first edit also starts the APP resource that renews the leases of edits (its
@@ -387,7 +394,7 @@ async def test_a_state_edit_commits_or_rolls_back(otel: Installed, tmp_path: Pat
             assert span.attributes is not None
             assert span.attributes["resolvent.state.name"] == "cart"
             assert span.attributes["resolvent.state.store"] == "SqliteStore"
-    assert_nothing_secret(spans, SECRET, handle, "anonymous")
+    assert_nothing_secret(spans, SECRET, handle, OWNER)
 
 
 class Waited(MemoryStore):
