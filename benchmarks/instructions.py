@@ -232,17 +232,26 @@ def family(scenario: str, path: str) -> str:
 class _Counting:
     """One process under callgrind counting some implementations (see `count`)."""
 
-    def __init__(self, spec: list[tuple[str, str, int]], warm: int, out: Path) -> None:
+    def __init__(
+        self,
+        spec: list[tuple[str, str, int]],
+        warm: int,
+        out: Path,
+        package: Path = ROOT,
+        child: str = "benchmarks.instructions",
+    ) -> None:
+        """Count *spec* in the package of the checkout *package* (default: this one), in
+        a process running the module *child* (``--child SPEC``, as `_child` does)."""
         self.spec, self.out = spec, out
         out.mkdir()
         (out / "spec.json").write_text(json.dumps({"spec": spec, "warm": warm}), encoding="utf-8")
         env = dict(os.environ)
         env["PYTHONHASHSEED"] = "0"
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+        env["PYTHONPATH"] = os.pathsep.join([str(package / "src"), str(ROOT)])
         command = [
             "valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-before=getppid",
             f"--callgrind-out-file={out}/cg.%p", "-q", f"--log-file={out}/valgrind.log",
-            sys.executable, "-m", "benchmarks.instructions", "--child", str(out / "spec.json"),
+            sys.executable, "-m", child, "--child", str(out / "spec.json"),
         ]  # fmt: skip
         self.child = subprocess.Popen(
             command, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -270,12 +279,16 @@ class _Counting:
         child.stdin.write("go\n")
         child.stdin.close()
 
+    def dumps(self) -> list[Path]:
+        """Callgrind's dumps, in order: before each count, then the count."""
+        return sorted(self.out.glob(f"cg.{self.pid}.*"), key=lambda p: int(p.suffix[1:]))
+
     def result(self) -> dict[tuple[str, str], float]:
         assert self.child.stdout is not None
         self.child.stdout.read()
         if self.child.wait() != 0:
             raise self._failed("failed")
-        parts = sorted(self.out.glob(f"cg.{self.pid}.*"), key=lambda p: int(p.suffix[1:]))
+        parts = self.dumps()
         if len(parts) != 2 * len(self.spec):
             raise RuntimeError(
                 f"callgrind wrote {len(parts)} dumps for {len(self.spec)} counts: something "
