@@ -103,7 +103,8 @@ class SqliteStore:
     Args:
         path: the database file (created if missing).
         clock: wall-clock seconds shared by the processes (default `time.time`).
-        busy_timeout: seconds to wait for another process's write transaction.
+        busy_timeout: seconds to wait for another process's write transaction (3 by
+            default, like `RedisStore`'s timeout).
         sweep: seconds between sweeps of expired rows.
     """
 
@@ -112,7 +113,7 @@ class SqliteStore:
         path: str,
         *,
         clock: Callable[[], float] = time.time,
-        busy_timeout: float = 10.0,
+        busy_timeout: float = 3.0,
         sweep: float = 1.0,
     ) -> None:
         self.path = path
@@ -139,7 +140,7 @@ class SqliteStore:
         path: str,
         *,
         clock: Callable[[], float] = time.time,
-        busy_timeout: float = 10.0,
+        busy_timeout: float = 3.0,
         sweep: float = 1.0,
     ) -> SqliteStore:
         """Open (and create) the database at *path*, and start sweeping it.
