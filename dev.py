@@ -119,7 +119,7 @@ MUTATE: dict[str, tuple[str, ...]] = {
         "tests/test_state_faults.py::test_a_web_route_answers_503_while_the_store_is_down_and"
         "_200_once_it_is_back",
     ),
-    "_teardown": (
+    "_runtime/teardown": (
         "tests/test_lifecycle_teardown_order.py",
         "tests/test_lifecycle_teardown_shield.py",
         "tests/test_lifecycle_resources.py",
@@ -130,7 +130,7 @@ MUTATE: dict[str, tuple[str, ...]] = {
         "tests/test_state_settle.py",  # writes settled before the call returns
         "tests/test_web_call_scope.py",  # a FastAPI route's resources kept without a call scope
     ),
-    "_checks": (
+    "_graph/checks": (
         "tests/test_core_compile_errors.py",
         "tests/test_core_mistakes.py",
         "tests/test_core_typecheck.py",
@@ -142,7 +142,7 @@ MUTATE: dict[str, tuple[str, ...]] = {
         "tests/test_state_versions.py::test_a_store_that_is_not_app_scoped_is_refused_at_compile"
         "_time",
     ),
-    "_cli": ("tests/test_cli.py", "tests/test_bench.py", "tests/test_promises_core.py"),
+    "_tools/cli": ("tests/test_cli.py", "tests/test_bench.py", "tests/test_promises_core.py"),
 }
 
 USAGE = __doc__.split("\n\n", 2)[1] if __doc__ else ""

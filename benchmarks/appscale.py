@@ -171,7 +171,8 @@ async def split(n: int) -> dict[str, float]:
     what earlier plans checked, and making the plan), and the first call of each handler.
     Each part is timed with a wrapper around its functions (the wrappers' own cost, about
     a fraction of a microsecond per wrapped call, is in the figures: `wrapped_calls`)."""
-    from resolvent import _compiler, _registry
+    from resolvent._graph import compiler as _compiler
+    from resolvent._graph import registry as _registry
 
     timers = _Timers()
     patched: list[tuple[Any, str, Any]] = [

@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from resolvent._bench import bench
+from resolvent._tools.bench import bench
 
 from . import graphs, impls
 from .graphs import USER_ID

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from resolvent import _bench
 from resolvent.__main__ import main
-from resolvent._bench import MODES, bench, refusals
-from resolvent._bench_report import render
-from resolvent._kinds import Kind
-from resolvent._probe import Calibration, calibrate
+from resolvent._reading.kinds import Kind
+from resolvent._tools import bench as _bench
+from resolvent._tools.bench import MODES, bench, refusals
+from resolvent._tools.bench_report import render
+from resolvent._tools.probe import Calibration, calibrate
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent

@@ -5,10 +5,10 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel
 
-import resolvent._registry as registry_module
+import resolvent._graph.registry as registry_module
 from modes import MODES, make_container, run
 from resolvent import Container, Elicit, Resolve, Scope, inline
-from resolvent._signature import RESOLVE_MARKERS, register_resolve_marker
+from resolvent._reading.signature import RESOLVE_MARKERS, register_resolve_marker
 
 
 async def shared() -> int:
@@ -156,7 +156,7 @@ async def test_first_calls_and_hot_calls_look_the_same() -> None:
 
 
 async def test_a_plan_turns_hot_and_run_starts_its_generated_code() -> None:
-    from resolvent._executor import HOT_AFTER, is_cold
+    from resolvent._engine.executor import HOT_AFTER, is_cold
 
     settings, handler, _ = _tiered()
     container = Container()
@@ -177,7 +177,7 @@ async def test_a_plan_turns_hot_and_run_starts_its_generated_code() -> None:
 
 
 async def test_a_call_scope_runs_the_generated_code_at_once() -> None:
-    from resolvent._executor import is_cold
+    from resolvent._engine.executor import is_cold
 
     settings, handler, _ = _tiered()
     container = Container()
@@ -320,7 +320,7 @@ def _counted_compile(
 ) -> tuple[list[Any], list[Any]]:
     """Compile *handler*; the resolvers its compile expanded (classified and checked
     parameter by parameter) and the functions it read."""
-    import resolvent._compiler as compiler_module
+    import resolvent._graph.compiler as compiler_module
 
     expanded: list[Any] = []
     read: list[Any] = []
@@ -366,7 +366,7 @@ def test_a_new_handler_makes_steps_only_for_its_own_resolvers(
     """A plan takes the steps earlier plans of its container made for the same
     resolvers: compiling a handler over an already compiled graph makes one step, for
     its one new resolver, whatever the size of the graph."""
-    import resolvent._compiler as compiler_module
+    import resolvent._graph.compiler as compiler_module
 
     made = _shared_graph(100)
     first, own, handler = _over_the_graph(made)

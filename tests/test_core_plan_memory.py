@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 from resolvent import Container, Elicit, Resolve
-from resolvent._launch import on_hot
-from resolvent._registry import resolver_key
+from resolvent._container.launch import on_hot
+from resolvent._graph.registry import resolver_key
 
 
 class Confirm:
@@ -187,7 +187,7 @@ def test_the_registry_keeps_one_step_per_resolver_and_one_reading() -> None:
 def test_readings_of_resolvers_made_on_the_fly_are_bounded(monkeypatch: Any) -> None:
     """The registry's readings of unregistered resolvers let the oldest go past their
     bound: a program that makes resolvers on the fly does not keep each one alive."""
-    import resolvent._registry as registry_module
+    import resolvent._graph.registry as registry_module
 
     monkeypatch.setattr(registry_module, "_MAX_READINGS", 8)
     container = Container()
@@ -230,7 +230,7 @@ async def test_generated_code_keeps_only_the_globals_it_reads() -> None:
 def test_generated_code_maps_its_lines_to_steps_in_a_flat_tuple() -> None:
     """Which step each line of generated code runs (read only when something fails) is
     kept as one flat tuple, ``(line, step, ...)``, in which every line is found."""
-    from resolvent._failures import line_step
+    from resolvent._runtime.failures import line_step
 
     first, _ = _handlers()
     run = Container().compile(first).heat()
@@ -293,7 +293,7 @@ def test_an_expansion_whose_inputs_are_its_edges_keeps_one_tuple() -> None:
 def test_a_plan_that_takes_shared_steps_tells_resources_and_threads_from_them() -> None:
     """The registry keeps no flag a step already tells: a plan built from the steps
     earlier plans made finds the CALL resource and the worker-thread step in them."""
-    from resolvent._compiler import NO_OVERRIDES, build_graph
+    from resolvent._graph.compiler import NO_OVERRIDES, build_graph
 
     first, second = _handlers()
     container = Container()
@@ -318,8 +318,8 @@ def test_a_provider_is_its_reading_and_keeps_how_it_lives_only() -> None:
     a reading), and beside it only its scope and whether it runs inline; whether it
     was registered is the registry's tables' to say."""
     from resolvent import Scope
-    from resolvent._registry import Provider
-    from resolvent._signature import FunctionInfo
+    from resolvent._graph.registry import Provider
+    from resolvent._reading.signature import FunctionInfo
 
     container = Container()
     container.provide(leaf, scope=Scope.APP)
@@ -359,7 +359,7 @@ def test_plans_share_the_input_of_a_call_argument_without_default() -> None:
 async def test_a_reading_notes_no_keyword_catch_all() -> None:
     """A resolver's ``**kwargs`` is given nothing, so its reading keeps no note of it:
     the same fields as any other function's."""
-    from resolvent._signature import FunctionInfo, read_function
+    from resolvent._reading.signature import FunctionInfo, read_function
 
     async def open_ended(a: Annotated[int, Resolve(leaf)], **rest: Any) -> int:
         return a + len(rest)
@@ -485,7 +485,7 @@ class Request:
 async def test_an_expansion_keeps_no_copy_of_its_framework_value_types() -> None:
     """The framework value types a resolver takes are in its inputs: its expansion keeps
     no tuple of them beside, and later plans over it still take those values."""
-    from resolvent._registry import Expansion
+    from resolvent._graph.registry import Expansion
 
     async def by_request(r: Request, a: Annotated[int, Resolve(leaf)]) -> str:
         return f"{type(r).__name__} {a}"
@@ -516,7 +516,7 @@ async def test_a_parameter_that_wants_no_outcome_keeps_no_field_for_it() -> None
     most marked ones) keep no field for it and say they want none; one that wants it
     keeps its family and receives the outcome."""
     from resolvent import Accepted
-    from resolvent._signature import Param, read_function
+    from resolvent._reading.signature import Param, read_function
 
     async def plain() -> int:
         return 7
@@ -539,7 +539,7 @@ def test_only_a_step_that_may_ask_keeps_a_wire_key() -> None:
     may ask keeps its own, numbered within the plan, and a copy of it keeps it too."""
     import copy
 
-    from resolvent._plan import Step
+    from resolvent._graph.plan import Step
 
     async def ask() -> Elicit[Confirm]:
         return Elicit("sure?", Confirm)

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import pytest
 
 from resolvent import Resolve
-from resolvent._annotations import strict_hints
-from resolvent._signature import _parameters
+from resolvent._reading.annotations import strict_hints
+from resolvent._reading.signature import _parameters
 
 
 async def dep() -> int:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from resolvent import Container, InvalidSignature, Resolve, Scope
-from resolvent._annotations import type_name
+from resolvent._reading.annotations import type_name
 from snapshot import assert_snapshot
 
 T = TypeVar("T")

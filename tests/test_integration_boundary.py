@@ -22,17 +22,24 @@ INTERFACE = f"{PACKAGE}._integration"
 # blocks, instruments generated code and times it against the plan's, so it reads plan
 # and codegen internals by design (an interface for it would mirror the code generator).
 CORE_TOOLS = frozenset(
-    f"{PACKAGE}.{name}" for name in ("_bench", "_bench_report", "_bench_timing", "_floor", "_probe")
+    f"{PACKAGE}.{name}"
+    for name in (
+        "_tools.bench",
+        "_tools.bench_report",
+        "_tools.bench_timing",
+        "_tools.floor",
+        "_tools.probe",
+    )
 )
 
 # Imports an integration may make beyond the rule, each for the reason given.
 EXCEPTIONS = {
-    # The MCP start-up guard sits below the container, whose start-up runs it (see
+    # The MCP start-up guard sits in the container's layer, whose start-up runs it (see
     # `_startup.run_start_checks`); `resolvent.mcp` hands it on as `check_server`. Through
     # the interface it would load the MCP SDK for every integration.
-    f"{PACKAGE}.mcp": {f"{PACKAGE}._mcp_guard"},
+    f"{PACKAGE}.mcp": {f"{PACKAGE}._container.mcp_guard"},
     # ``resolvent bench`` is the bench family's command line.
-    f"{PACKAGE}._cli": {f"{PACKAGE}._bench", f"{PACKAGE}._bench_report"},
+    f"{PACKAGE}._tools.cli": {f"{PACKAGE}._tools.bench", f"{PACKAGE}._tools.bench_report"},
 }
 
 
@@ -46,9 +53,9 @@ def is_integration(name: str) -> bool:
             f"{PACKAGE}.starlette",
             f"{PACKAGE}.testing",
             f"{PACKAGE}._state",
-            f"{PACKAGE}._leases",
-            f"{PACKAGE}._cli",
-            f"{PACKAGE}._trace_file",
+            f"{PACKAGE}._state.leases",
+            f"{PACKAGE}._tools.cli",
+            f"{PACKAGE}._tools.trace_file",
         }
     )
 
@@ -155,8 +162,8 @@ def test_a_private_read_is_found(source: str, flagged: list[str]) -> None:
 
 
 def test_a_private_import_is_found(tmp_path: Path) -> None:
-    known = {PACKAGE, INTERFACE, f"{PACKAGE}._plan", f"{PACKAGE}.mcp", f"{PACKAGE}.mcp._tool"}
-    tree = ast.parse("from .._plan import Plan\nfrom .. import Container\n")
+    known = {PACKAGE, INTERFACE, f"{PACKAGE}._graph.plan", f"{PACKAGE}.mcp", f"{PACKAGE}.mcp._tool"}
+    tree = ast.parse("from .._graph.plan import Plan\nfrom .. import Container\n")
     found = imports_of(f"{PACKAGE}.mcp._tool", tree, False, known)
-    assert found == {f"{PACKAGE}._plan", PACKAGE}
-    assert is_core(f"{PACKAGE}._plan") and not is_core(PACKAGE) and not is_core(INTERFACE)
+    assert found == {f"{PACKAGE}._graph.plan", PACKAGE}
+    assert is_core(f"{PACKAGE}._graph.plan") and not is_core(PACKAGE) and not is_core(INTERFACE)

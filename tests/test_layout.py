@@ -72,58 +72,17 @@ def test_no_import_circle_between_the_packages_modules() -> None:
 # layer and the layers below it, never from one above.
 # layers: begin
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "vocabulary",
-        ("_markers", "_outcomes", "_questions", "_errors", "_scopes", "_frozen", "_log"),
-    ),
-    ("reading one function", ("_annotations", "_kinds", "_signature", "_typecheck")),
-    ("the graph", ("_plan", "_registry", "_checks", "_compiler", "_toposort")),
-    (
-        "the runtime",
-        (
-            "_context",
-            "_threads",
-            "_home",
-            "_shield",
-            "_resources",
-            "_teardown",
-            "_cache",
-            "_sharing",
-            "_rounds",
-            "_failures",
-        ),
-    ),
-    ("the engine", ("_interpreter", "_codegen", "_executor", "_tracing")),
-    (
-        "the container",
-        (
-            "_plans",
-            "_launch",
-            "_overrides",
-            "_call",
-            "_session",
-            "_startup",
-            "_container",
-            "_mcp_guard",
-        ),
-    ),
+    ("vocabulary", ("_vocabulary",)),
+    ("reading one function", ("_reading",)),
+    ("the graph", ("_graph",)),
+    ("the runtime", ("_runtime",)),
+    ("the engine", ("_engine",)),
+    ("the container", ("_container",)),
     ("stores", ("_stores",)),
     ("the interface", ("_integration",)),
-    ("state", ("_state", "_leases")),
+    ("state", ("_state",)),
     ("the package", ("__init__",)),
-    (
-        "tools",
-        (
-            "_cli",
-            "_trace_file",
-            "_bench",
-            "_bench_timing",
-            "_bench_report",
-            "_probe",
-            "_floor",
-            "__main__",
-        ),
-    ),
+    ("tools", ("_tools", "__main__")),
     ("integrations", ("mcp", "starlette", "asgi", "testing", "redis")),
 )
 # layers: end

@@ -220,7 +220,7 @@ async def test_code_made_once_a_resource_is_known_plain_still_holds_one_that_is_
     # A resource is found plain only where the lazy teardown shield can tell that it left
     # no cancel scope open (two looks at the task's innermost scope agree); with an anyio
     # older than that shape (asyncio), every async resource keeps a task of its own.
-    from resolvent import _shield
+    from resolvent._runtime import shield as _shield
 
     learns = _shield.here() is _shield.here()
     container = Container()

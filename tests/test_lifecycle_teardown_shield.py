@@ -32,7 +32,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from modes import MODES, make_container, run
-from resolvent import Container, Resolve, _call, _shield, _teardown
+from resolvent import Container, Resolve
+from resolvent._container import call as _call
+from resolvent._runtime import shield as _shield
+from resolvent._runtime import teardown as _teardown
 
 SHAPES = ("generator", "context manager")
 HOLDS = ("nothing", "task group", "cancel scope", "deadline")
@@ -153,7 +156,7 @@ class World:
                 await self.done.wait()
         else:
             # After a checkpoint: a finalizer that cancels its own caller before it
-            # first suspends is not shielded from that (see resolvent._shield).
+            # first suspends is not shielded from that (see resolvent._runtime.shield).
             await anyio.lowlevel.checkpoint()
             assert self.caller is not None
             self.caller.cancel()

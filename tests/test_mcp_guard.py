@@ -10,7 +10,7 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.resolve import Resolve as SdkResolve
 
-import resolvent._startup
+import resolvent._container.startup
 from mcp_helpers import client
 from resolvent import Container, InvalidSignature, Resolve, Scope
 from resolvent.mcp import check_server, inject
@@ -146,7 +146,7 @@ async def test_the_guard_runs_without_resolvent_mcp_being_imported(
     monkeypatch: pytest.MonkeyPatch, lifespan: str, kind: str, mode: str
 ) -> None:
     # As in a server module that never imported resolvent.mcp: no guard was registered.
-    monkeypatch.setattr(resolvent._startup, "_START_CHECKS", [])
+    monkeypatch.setattr(resolvent._container.startup, "_START_CHECKS", [])
     server = forgetful_server(lifespan, kind)
     with pytest.raises(BaseException) as caught:  # the client's task group may wrap it
         async with client(server, mode):

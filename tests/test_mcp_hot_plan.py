@@ -11,7 +11,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_helpers import MODES, client, text
 from resolvent import Container, Resolve, Scope
-from resolvent._plan import Plan
+from resolvent._graph.plan import Plan
 
 
 async def word() -> str:

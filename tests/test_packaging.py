@@ -60,20 +60,20 @@ _LAZY = ("hashlib", "json", "logging", "opentelemetry", "pydantic", "sqlite3")
 # resolver that asks), worker threads (the first sync resolver), and what a failure says
 # (its note, the log nobody else receives), and tracing (a plan compiled traced).
 _LAZY_OWN = (
-    "resolvent._codegen",
+    "resolvent._engine.codegen",
     "resolvent._stores",
-    "resolvent._overrides",
-    "resolvent._startup",
-    "resolvent._toposort",
+    "resolvent._container.overrides",
+    "resolvent._container.startup",
+    "resolvent._graph.toposort",
     "resolvent._state",
-    "resolvent._outcomes",
-    "resolvent._call",
-    "resolvent._session",
-    "resolvent._rounds",
-    "resolvent._threads",
-    "resolvent._failures",
-    "resolvent._log",
-    "resolvent._tracing",
+    "resolvent._vocabulary.outcomes",
+    "resolvent._container.call",
+    "resolvent._container.session",
+    "resolvent._runtime.rounds",
+    "resolvent._runtime.threads",
+    "resolvent._runtime.failures",
+    "resolvent._vocabulary.log",
+    "resolvent._engine.tracing",
 )
 
 
@@ -141,9 +141,9 @@ async def main() -> str:
 
 assert anyio.run(main) == "hi ann"
 # From now on the container opens a call scope through the class itself, a plain global.
-assert sys.modules["resolvent._container"].Call is sys.modules["resolvent._call"].Call
+assert sys.modules["resolvent._container.container"].Call is sys.modules["resolvent._container.call"].Call
 """,
-        ("resolvent._call",),
+        ("resolvent._container.call",),
     ),
     # `run` opens a call scope itself for a resource set up in a worker thread.
     "a call scope that run opens": (
@@ -155,9 +155,9 @@ async def hello(name: Annotated[str, Resolve(resource)]) -> str:
     return "hi " + name
 
 assert anyio.run(container.run, hello) == "hi ann"
-assert sys.modules["resolvent._container"].Call is sys.modules["resolvent._call"].Call
+assert sys.modules["resolvent._container.container"].Call is sys.modules["resolvent._container.call"].Call
 """,
-        ("resolvent._call",),
+        ("resolvent._container.call",),
     ),
     # A sync resolver runs in a worker thread: here in a plan's generated code.
     "a worker-thread resolver": (
@@ -170,7 +170,7 @@ async def hello(name: Annotated[str, Resolve(name)]) -> str:
 
 assert anyio.run(container.run, hello) == "hi ann"
 """,
-        ("resolvent._threads",),
+        ("resolvent._runtime.threads",),
     ),
     # An APP value made by a sync provider, in a worker thread.
     "a worker-thread APP value": (
@@ -188,7 +188,7 @@ async def main() -> str:
 
 assert anyio.run(main) == "hi ann"
 """,
-        ("resolvent._threads",),
+        ("resolvent._runtime.threads",),
     ),
     # The interpreter's and the resource opener's own first hops bind the functions they
     # call per step, so later steps find a plain global.
@@ -210,11 +210,11 @@ async def main() -> str:
         return await call.run(hello)
 
 assert anyio.run(main) == "hi ann!"
-threads = sys.modules["resolvent._threads"]
-assert sys.modules["resolvent._interpreter"].in_thread is threads.in_thread
-assert sys.modules["resolvent._resources"].abandonable is threads.abandonable
+threads = sys.modules["resolvent._runtime.threads"]
+assert sys.modules["resolvent._engine.interpreter"].in_thread is threads.in_thread
+assert sys.modules["resolvent._runtime.resources"].abandonable is threads.abandonable
 """,
-        ("resolvent._threads",),
+        ("resolvent._runtime.threads",),
     ),
     "a session": (
         """
@@ -231,7 +231,7 @@ async def main() -> str:
 
 assert anyio.run(main) == "hi ann"
 """,
-        ("resolvent._session",),
+        ("resolvent._container.session",),
     ),
     # In a call scope, with an asker: the plan's generated code asks.
     "an asker": (
@@ -245,7 +245,7 @@ async def main() -> str:
 
 assert anyio.run(main) == "hi ann"
 """,
-        ("resolvent._rounds",),
+        ("resolvent._runtime.rounds",),
     ),
     # Multi-round asking: the interpreter asks, the call keeps the rounds.
     "a round": (
@@ -261,7 +261,7 @@ async def main() -> None:
 
 anyio.run(main)
 """,
-        ("resolvent._rounds",),
+        ("resolvent._runtime.rounds",),
     ),
     # A resolver fails on a plan's first (interpreted) call: its error gets the chain.
     "a failure": (
@@ -282,7 +282,7 @@ async def main() -> None:
 
 anyio.run(main)
 """,
-        ("resolvent._failures",),
+        ("resolvent._runtime.failures",),
     ),
     # A plan compiled with tracing on: its spans need the tracing module.
     "tracing": (
@@ -296,7 +296,7 @@ async def use(value: Annotated[str, Resolve(plain)]) -> str:
 container.tracing = True
 assert anyio.run(container.run, use) == "p"
 """,
-        ("resolvent._tracing",),
+        ("resolvent._engine.tracing",),
     ),
     # A finalizer fails: the caller receives the error, and the log says which one.
     "a failed teardown": (
@@ -319,7 +319,7 @@ async def main() -> None:
 
 anyio.run(main)
 """,
-        ("resolvent._log",),
+        ("resolvent._vocabulary.log",),
     ),
 }
 
@@ -343,8 +343,8 @@ def test_a_lazy_public_name_is_the_object_its_module_defines(tmp_path: Path) -> 
         "import resolvent._stores as s, resolvent._stores.sqlite as q; "
         "print(MemoryStore is m.MemoryStore and open_store is o.open_store "
         "and StateKey is s.StateKey and SqliteStore is q.SqliteStore "
-        "and Session is __import__('resolvent._session')._session.Session "
-        "and resolvent.Call is __import__('resolvent._call')._call.Call)"
+        "and Session is __import__('resolvent._container.session')._container.session.Session "
+        "and resolvent.Call is __import__('resolvent._container.call')._container.call.Call)"
     )
     assert _fresh(code, tmp_path) == "True"
 
@@ -356,7 +356,7 @@ import enum, pickle, sys
 if sys.argv[1] == "without":  # the standard library's own modules still use it
     import anyio.lowlevel, anyio.to_thread, dis, inspect, threading
     del enum._simple_enum
-from resolvent._kinds import Kind
+from resolvent._reading.kinds import Kind
 print(type(Kind) is enum.EnumType, issubclass(Kind, enum.Enum), Kind.__doc__)
 print([(k.name, k.value, k.is_resource, k.is_async, repr(k), str(k)) for k in Kind])
 print(Kind("function") is Kind.SYNC, Kind["GENERATOR"] is Kind.GENERATOR, len(Kind))

@@ -64,7 +64,7 @@ async def test_a_partial_binding_an_injected_parameter_still_works() -> None:
 
 
 async def test_the_run_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import resolvent._plans as module
+    import resolvent._container.plans as module
 
     monkeypatch.setattr(module, "_MAX_PLANS", 8)
     container = Container()
@@ -91,7 +91,7 @@ async def test_an_unannotated_resolver_runs_without_a_call_scope() -> None:
     async def handler(user_id: str, n: Annotated[str, Resolve(name)]) -> str:
         return n
 
-    import resolvent._call as module
+    import resolvent._container.call as module
 
     original = module.Call.__aenter__
 
@@ -134,7 +134,7 @@ async def test_call_resolve_shares_the_plan_of_a_per_request_method(
     options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A framework adapter that resolves a class-based view's method itself, then calls it.
-    import resolvent._plans as module
+    import resolvent._container.plans as module
 
     compiled: list[str] = []
     original = module.build_graph
@@ -208,7 +208,7 @@ async def _run_as(container: Container, handler: Any, mode: str, **kwargs: Any) 
 async def test_decorated_methods_of_per_request_objects_compile_once(
     mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import resolvent._plans as module
+    import resolvent._container.plans as module
 
     compiled: list[str] = []
     original = module.build_graph

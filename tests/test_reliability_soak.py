@@ -56,7 +56,7 @@ async def test_no_memory_growth_and_bounded_tables(anyio_backend: str) -> None:
 
 
 def test_the_plan_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import resolvent._plans as container_module
+    import resolvent._container.plans as container_module
 
     monkeypatch.setattr(container_module, "_MAX_PLANS", 8)
     container = Container()

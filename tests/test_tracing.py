@@ -103,7 +103,7 @@ def _bound(fn):  # the call's argument, as every mode passes none of its own
 
 
 async def test_off_without_a_provider_and_when_switched_off(otel: Installed) -> None:
-    from resolvent._executor import PLAN_CODE
+    from resolvent._engine.executor import PLAN_CODE
 
     container = Container(tracing=False)
     plan = container.compile(diamond)
@@ -119,7 +119,7 @@ async def test_off_without_a_provider_and_when_switched_off(otel: Installed) -> 
 
 
 async def test_no_provider_no_tracing() -> None:
-    from resolvent._executor import PLAN_CODE
+    from resolvent._engine.executor import PLAN_CODE
 
     assert Container().compile(diamond).code is PLAN_CODE
 
@@ -386,7 +386,9 @@ async def test_a_state_edit_commits_or_rolls_back(otel: Installed, tmp_path: Pat
     rollback = (call, [*made, ("state.load cart", []), ("state.rollback cart", [])])
     # The first edit also starts the APP resource that renews the leases of edits (its
     # teardown, at the container's close, is under the call that made it).
-    keeper = [(f"{verb} resolvent._leases.lease_keeper", []) for verb in ("setup", "teardown")]
+    keeper = [
+        (f"{verb} resolvent._state.leases.lease_keeper", []) for verb in ("setup", "teardown")
+    ]
     first = (call, sorted([*commits[1], *keeper], key=repr))
     assert tree(spans) == sorted([first, commits, rollback], key=repr)
     for span in spans:

@@ -7,8 +7,9 @@ resources down in reverse order, and lets resolvers ask the user with `Elicit`.
 
 from typing import TYPE_CHECKING, Any
 
-from ._container import Container
-from ._errors import (
+from ._container.container import Container
+from ._graph.plan import Plan
+from ._vocabulary.errors import (
     InputRequired,
     InvalidAnswer,
     InvalidSignature,
@@ -20,9 +21,8 @@ from ._errors import (
     StateTooLarge,
     StoreUnavailable,
 )
-from ._markers import Elicit, Resolve, inline, settles
-from ._plan import Plan
-from ._scopes import Scope
+from ._vocabulary.markers import Elicit, Resolve, inline, settles
+from ._vocabulary.scopes import Scope
 
 __all__ = (
     "Accepted",
@@ -84,22 +84,22 @@ _STATE = frozenset({"Handle", "State"})
 _STORES = frozenset({"StateKey", "StateStore"})
 
 if TYPE_CHECKING:
-    from ._call import Call
-    from ._outcomes import Accepted, Cancelled, Declined, ElicitationResult
-    from ._session import Session
+    from ._container.call import Call
+    from ._container.session import Session
     from ._state import Held
     from ._state.state import Handle, State
     from ._stores import StateKey, StateStore
     from ._stores.memory import MemoryStore
     from ._stores.opener import add_store_scheme, open_store
     from ._stores.sqlite import SqliteStore
+    from ._vocabulary.outcomes import Accepted, Cancelled, Declined, ElicitationResult
 
 
 def __getattr__(name: str) -> Any:
     module: Any
     if name in _OUTCOMES:
-        from . import _outcomes as module
-        from ._questions import load_outcomes
+        from ._vocabulary import outcomes as module
+        from ._vocabulary.questions import load_outcomes
 
         load_outcomes()  # the outcome models join the outcome families on first use
     elif name in _STATE:
@@ -113,9 +113,9 @@ def __getattr__(name: str) -> Any:
     elif name == "SqliteStore":
         from ._stores import sqlite as module
     elif name == "Call":
-        from . import _call as module
+        from ._container import call as module
     elif name == "Session":
-        from . import _session as module
+        from ._container import session as module
     elif name in ("open_store", "add_store_scheme"):
         from ._stores import opener as module
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from ._cli import main
+from ._tools.cli import main
 
 __all__ = ("main",)
 

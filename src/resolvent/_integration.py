@@ -11,7 +11,13 @@ containers, plans, calls and the core; it holds no logic of its own and never im
 
 from __future__ import annotations
 
-from ._annotations import (
+from ._container.container import Container
+from ._container.launch import Launcher
+from ._container.overrides import OverrideBlock
+from ._container.startup import register_start_check
+from ._graph.plan import Step
+from ._graph.registry import IMPLICIT_SCOPE, LASTING
+from ._reading.annotations import (
     argument_parameters,
     instance_parameter,
     lenient_hints,
@@ -19,9 +25,14 @@ from ._annotations import (
     type_name,
     with_article,
 )
-from ._cache import LiveScope
-from ._container import Container
-from ._errors import (
+from ._reading.signature import RESOLVE_MARKERS, register_resolve_marker
+from ._runtime.cache import LiveScope
+from ._runtime.home import spawn_home
+from ._runtime.teardown import Kept, settle
+from ._stores import StateKey, StateStore, redact
+from ._stores.memory import MemoryStore
+from ._stores.opener import open_store
+from ._vocabulary.errors import (
     AnswerTimeout,
     CallTimeout,
     InvalidSignature,
@@ -32,13 +43,9 @@ from ._errors import (
     StateTooLarge,
     StoreUnavailable,
 )
-from ._home import spawn_home
-from ._launch import Launcher
-from ._log import logger
-from ._markers import HANDLER, INJECTED, Resolve, inline, is_inline, is_settling, settles
-from ._overrides import OverrideBlock
-from ._plan import Step
-from ._questions import (
+from ._vocabulary.log import logger
+from ._vocabulary.markers import HANDLER, INJECTED, Resolve, inline, is_inline, is_settling, settles
+from ._vocabulary.questions import (
     Asker,
     Outcome,
     QuestionKind,
@@ -48,14 +55,7 @@ from ._questions import (
     register_outcome_family,
     register_question,
 )
-from ._registry import IMPLICIT_SCOPE, LASTING
-from ._scopes import Scope
-from ._signature import RESOLVE_MARKERS, register_resolve_marker
-from ._startup import register_start_check
-from ._stores import StateKey, StateStore, redact
-from ._stores.memory import MemoryStore
-from ._stores.opener import open_store
-from ._teardown import Kept, settle
+from ._vocabulary.scopes import Scope
 
 __all__ = (
     "HANDLER",

@@ -23,9 +23,9 @@ from .._integration import (
     StoreUnavailable,
     logger,
 )
-from .._leases import Lease, Leases
 from . import Held, Ledger, Loaded, owner_digest
 from .codec import Codec
+from .leases import Lease, Leases
 
 __all__ = ("Access",)
 
@@ -156,7 +156,7 @@ class Access(Codec[M]):
             data, earlier = await self._fetch(store, key, token, lease, name)
         except StateConflict:  # another call holds its lease: wait for it
             waiting = self._wait_for(store, key, token, lease, name)
-            tracing = sys.modules.get("resolvent._tracing")  # loaded by a traced plan
+            tracing = sys.modules.get("resolvent._engine.tracing")  # loaded by a traced plan
             data, earlier = await (
                 waiting if tracing is None else tracing.lease_wait(self.name, waiting)
             )

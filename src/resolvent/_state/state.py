@@ -27,11 +27,11 @@ from .._integration import (
     redact,
     settles,
 )
-from .._leases import Leases, keep_leases
 from . import LEDGER as _LEDGER
 from . import Held, Ledger, call_ledger, current_principal, owner_digest
 from .access import Access
 from .idempotency import IDEMPOTENCY_KEY, KEY_ARGUMENT, make_idempotent, receipt_name
+from .leases import Leases, keep_leases
 
 __all__ = ("Handle", "State", "memory_store")
 
@@ -322,7 +322,7 @@ class State(Access[M]):
         lease_keeper.__annotations__ = {**params, "return": AsyncIterator[Leases]}
         # Not named like the State's own resolvers: tracing reads those as loads and saves.
         lease_keeper.__qualname__ = lease_keeper.__name__ = "lease_keeper"
-        lease_keeper.__module__ = "resolvent._leases"
+        lease_keeper.__module__ = "resolvent._state.leases"
         setattr(lease_keeper, IMPLICIT_SCOPE, Scope.APP)
         return lease_keeper
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .._errors import StateConflict
+from .._vocabulary.errors import StateConflict
 from . import StateKey
 
 __all__ = ("MemoryStore",)

@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import cast
 
-from .._errors import ResolventError
+from .._vocabulary.errors import ResolventError
 from . import StateStore, redact
 
 __all__ = ("add_store_scheme", "open_store")

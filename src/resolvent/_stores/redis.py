@@ -26,7 +26,7 @@ import coredis
 import coredis.exceptions
 import coredis.retry
 
-from .._errors import ResolventError, StateConflict, StoreUnavailable
+from .._vocabulary.errors import ResolventError, StateConflict, StoreUnavailable
 from . import StateKey, redact
 
 __all__ = ("RedisStore",)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
-from .._errors import StateConflict, StoreUnavailable
+from .._vocabulary.errors import StateConflict, StoreUnavailable
 from . import StateKey
 
 __all__ = ("SqliteStore",)

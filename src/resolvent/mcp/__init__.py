@@ -26,8 +26,8 @@ markers but was registered without `inject` (`check_server` runs the same check 
 
 from mcp.server.mcpserver.resolve import ListRoots, Sample
 
+from .._container.mcp_guard import check_if_server, check_server
 from .._integration import register_start_check
-from .._mcp_guard import check_if_server, check_server
 from .._state import add_principal_source
 from ._principal import authenticated_principal
 from ._tool import inject  # importing it registers the SDK's markers with the core

@@ -1,0 +1,432 @@
+"""One CALL scope (`Call`): resolving and running plans for one call, its values and its
+resources. It never compiles a plan (its container does) nor outlives its block."""
+
+# A call reads its container's private state (`CallHost`): they are one unit.
+# pyright: reportPrivateUsage=false
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from sys import modules as _modules
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
+
+import anyio
+
+from .._engine.executor import EMPTY, PLAN_CODE, timed_out
+from .._engine.interpreter import interpret
+from .._graph.plan import Plan, Step
+from .._reading.annotations import with_article
+from .._runtime.cache import LiveScope
+from .._runtime.sharing import Sharing
+from .._runtime.shield import begin
+from .._runtime.teardown import Exits, close_resources, settle, settle_writes
+from .._runtime.threads import abandonable
+from .._vocabulary.errors import AnswerTimeout, InputRequired, ResolventError
+from .._vocabulary.questions import Asker
+from .plans import callable_name, check_scopes, refuse_generator
+
+__all__ = ("Call", "CallHost")
+
+
+if TYPE_CHECKING:
+    T = TypeVar("T")
+    from .._runtime.rounds import Rounds
+    from .plans import PlanCache
+
+    KW = TypeVar("KW", bound=Mapping[str, Any])
+
+    class CallHost(Protocol):
+        """What a call reads of its container (`Container` is the one implementation).
+
+        The container's own, not public: a call and its container are one unit.
+        """
+
+        _app: LiveScope | None  # the open APP scope, or None
+        answer_timeout: float | None
+        _concurrent: bool  # `concurrent` and `call_timeout`, read without a property
+        _call_timeout: float | None
+        _overridden: list[int]  # the open override blocks, in every context
+        _plans: PlanCache
+
+        @property
+        def concurrent(self) -> bool: ...
+        @property
+        def call_timeout(self) -> float | None: ...
+        def _current(self, plan: Plan, /) -> Plan: ...
+        def _for_run(
+            self, fn: Callable[..., Any], kwargs: KW, /
+        ) -> tuple[Callable[..., Any], Plan, KW | dict[str, Any]]: ...
+
+
+_NEW, _OPEN, _CLOSED = "new", "open", "closed"  # a Call's life, compared by identity
+
+
+class Call:
+    """A CALL scope: one call's values and resources, closed on exit in reverse order.
+
+    Open one with `Container.call` or `Session.call`:
+
+    ```python
+    async with container.call(values={Context: ctx}, asker=ask_user) as call:
+        kwargs = await call.resolve(plan, {"user_id": "u1"})
+    ```
+
+    Args:
+        values: framework values by declared type.
+        asker: ``async (message, schema) -> ElicitationResult`` answering `Elicit`.
+        concurrent: run independent async branches at once (default: the container's).
+        rounds: multi-round mode: unanswered questions are batched and raised as
+            `InputRequired` instead of asked; resume with *answers* and *state*.
+        answers: wire key -> JSON-shaped answer (MCP ``ElicitResult`` shape for `Elicit`).
+        state: the `InputRequired.state` of the previous round.
+    """
+
+    __slots__ = (
+        "_container",
+        "_deadline",
+        "_paused",
+        "_session",
+        "_state",
+        "answerer",
+        "asker",
+        "cache",
+        "concurrent",
+        "exits",
+        "flight",
+        "rounds",
+        "sharing",
+        "values",
+    )
+
+    def __init__(
+        self,
+        container: CallHost,
+        session: LiveScope | None,
+        values: Mapping[Any, Any] | None,
+        asker: Asker | None,
+        concurrent: bool | None,
+        rounds: bool,
+        answers: Mapping[str, Any] | None,
+        state: str | None,
+    ) -> None:
+        self._container = container
+        self._session = session
+        if values is None:
+            values = EMPTY
+        elif values.__class__ is not dict and not isinstance(cast(object, values), Mapping):
+            raise _values_not_a_mapping(values)
+        self.values: Mapping[Any, Any] = values
+        self.asker = asker
+        self.answerer: Callable[[Any, Any], Awaitable[Any]] | None = None
+        self.concurrent = container._concurrent if concurrent is None else concurrent
+        self.rounds: Rounds | None = None
+        if rounds or answers or state:
+            from .._runtime.rounds import Rounds  # multi-round asking: loaded by its first call
+
+            self.rounds = Rounds(answers, state, container.answer_timeout)
+        self.exits: list[tuple[Step, Any]] = Exits()
+        self.cache: dict[Hashable, Any] = {}
+        # Several tasks may resolve in one call at once (see `resolvent._runtime.sharing.Sharing`):
+        # the generated resolution in flight, and what the others share.
+        self.flight: Plan | None = None
+        self.sharing: Sharing | None = None
+        self._state = _NEW
+        self._deadline: anyio.CancelScope | None = None  # call_timeout's, while resolving
+        self._paused: list[float] = []  # [deadline, paused at, waiting answers] while paused
+
+    async def __aenter__(self) -> Call:
+        if self._state is not _NEW:
+            raise self._misuse("async with", None)
+        self._state = _OPEN
+        # Branches and deadlines open cancel scopes around resolvers; resources are then
+        # held by tasks of their own so their setup and teardown share a task.
+        exits = cast(Exits, self.exits)
+        if self.concurrent or self._container._call_timeout is not None:
+            await exits.open(holders=True)
+        else:
+            exits.guard = begin()  # what `open` does, without a coroutine of its own
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self._state = _CLOSED
+        self.cache.clear()
+        exits = self.exits
+        if isinstance(exits, Exits):
+            if not exits and exits.guard.__class__ is tuple:
+                # Nothing to close and no scope entered: what `close` does then.
+                exits.closed = True
+                exits.guard = None
+                return
+            await exits.close(exc)
+        elif exits:
+            settle(exc, await close_resources(exits, exc))
+
+    def _misuse(self, method: str, target: Plan | Callable[..., Any] | None) -> ResolventError:
+        """The error for a call scope used outside its ``async with`` block."""
+        opener = "container.call()" if self._session is None else "session.call()"
+        if target is None:
+            return ResolventError(
+                f"this call scope was already entered once (`async with {opener} as call:`); "
+                "a call scope is used for one block only.\n"
+                f"  fix: open a new one for each block: `async with {opener} as call: ...`"
+            )
+        name = target.name if isinstance(target, Plan) else callable_name(target)
+        if self._state is _NEW:
+            what = "was never entered"
+        else:
+            what = "is already closed (its `async with` block has ended)"
+        short = name.rpartition(".")[2]
+        return ResolventError(
+            f"call.{method}({name}) on a call scope that {what}: resources it opened "
+            "would never be closed.\n"
+            f"  fix: use the call inside its block: "
+            f"`async with {opener} as call: await call.{method}({short}, ...)`"
+        )
+
+    def _prepare(self, target: Plan) -> Plan:
+        container = self._container
+        plan = container._current(target)
+        check_scopes(plan, container._app, self._session)
+        return plan
+
+    async def resolve(
+        self, plan: Plan | Callable[..., Any], args: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Resolve the plan's injected parameters (name -> value) in this call scope.
+
+        *plan* is a `Plan` or the function itself; a bound method or `functools.partial`
+        shares its function's plan (``self`` and the partial's arguments are bound per
+        call), so a per-request object does not compile again.
+
+        Raises:
+            InputRequired: in multi-round mode, when questions still need answers.
+            NotAccepted: an unwrapped consumer's question was declined or cancelled.
+            ResolventError: the call is used outside its ``async with`` block.
+        """
+        if self._state is not _OPEN:
+            raise self._misuse("resolve", plan)
+        args = EMPTY if args is None else args
+        container = self._container
+        if isinstance(plan, Plan):
+            plan = self._prepare(plan)
+        else:
+            found = _known(container, plan)
+            if found is None:  # a bound method or partial shares its function's plan
+                _, found, args = container._for_run(plan, args)
+                check_scopes(found, container._app, self._session)
+            elif container._app is None or self._session is None:
+                check_scopes(found, container._app, self._session)
+            plan = found
+        timeout = container._call_timeout
+        if self.rounds is not None:
+            try:
+                if timeout is None:
+                    return await self._resolve(plan, args)
+                return await self._resolve_within(plan, args, timeout)
+            except InputRequired as pending:
+                # A round that ends by asking is not a success: what it would write is
+                # rolled back now, before the question leaves (see `settle`).
+                await settle_writes(self.exits, pending)
+                raise
+        if timeout is not None:
+            return await self._resolve_within(plan, args, timeout)
+        if not self.concurrent and not self.cache and self.flight is None and self.sharing is None:
+            # `_resolve`'s generated path (`_fly` inline), without a coroutine of its own.
+            self.flight = plan
+            try:
+                result: dict[str, Any] = await (plan._generated or plan.resolve_fn)(
+                    args, self.values, self, container._app, self._session, plan.fn
+                )
+            finally:
+                if self.flight is plan:
+                    self._land(plan)
+            return result
+        return await self._resolve(plan, args)
+
+    async def settle(self, exc: BaseException | None = None) -> None:
+        """Settle this call's writes now, before its answer leaves: close the resources
+        marked `settles` (a `State` edit or creation, a transaction), committing if *exc*
+        is None and rolling back with *exc* otherwise. Other resources stay open until
+        the call's block ends.
+
+        An integration calls it once the handler's outcome is known and before it sends
+        the result (a web response after which the call stays open to stream); without
+        it, the call's block settles them as it closes. A round that ends by asking
+        (`InputRequired`) settles by itself, rolling back.
+
+        Raises:
+            Exception: with *exc* None, the error of a write that was refused (a
+                `StateConflict`, a value over its size limit, an unreachable store):
+                the call's error, to answer with instead of the result.
+        """
+        await settle_writes(self.exits, exc)
+
+    async def _resolve_within(
+        self, plan: Plan, args: Mapping[str, Any], seconds: float
+    ) -> dict[str, Any]:
+        """`_resolve` under ``call_timeout``; on expiry a `CallTimeout` naming what ran."""
+        cancelled: BaseException | None = None
+        try:
+            with anyio.fail_after(seconds) as scope:
+                cast(Exits, self.exits).deadline = scope.deadline
+                self._deadline = scope
+                try:
+                    return await self._resolve(plan, args)
+                except anyio.get_cancelled_exc_class() as exc:
+                    if anyio.current_time() >= scope.deadline:
+                        cancelled = exc  # the deadline's own cancellation
+                    raise
+                finally:
+                    self._deadline = None
+        except TimeoutError:
+            if cancelled is None:
+                raise  # a TimeoutError of a resolver's own
+            raise timed_out(plan, seconds, cancelled) from None
+        finally:
+            cancelled = None  # its traceback holds every frame of the resolution
+
+    async def answered(self, step: Step, answer: Awaitable[Any]) -> Any:
+        """Await a person's *answer* to *step*'s question.
+
+        The wait does not count against ``call_timeout`` (its deadline moves on by the
+        time spent waiting), and ``answer_timeout`` bounds it.
+        """
+        tracing = _modules.get("resolvent._engine.tracing")  # loaded by a traced plan
+        if tracing is not None and tracing.traced(step):
+            answer = tracing.answer_span(step, answer)
+        scope = self._deadline
+        bound = self._container.answer_timeout
+        if scope is None and bound is None:
+            return await answer
+        paused = self._paused
+        if scope is not None:
+            if not paused:  # the first of the questions waiting at once
+                paused[:] = [scope.deadline, anyio.current_time(), 0]
+                scope.deadline = cast(Exits, self.exits).deadline = math.inf
+            paused[2] += 1
+        try:
+            if bound is None:
+                return await answer
+            with anyio.move_on_after(bound):
+                return await answer
+            raise AnswerTimeout(bound, step.name, step.param)
+        finally:
+            if scope is not None:
+                paused[2] -= 1
+                if not paused[2]:
+                    deadline = paused[0] + (anyio.current_time() - paused[1])
+                    scope.deadline = cast(Exits, self.exits).deadline = deadline
+                    paused.clear()
+
+    def record(self, made: dict[Hashable, Any]) -> None:
+        """The generated resolution in flight made *made* (its CALL values): it landed."""
+        self.cache.update(made)
+        self.flight = None
+        if self.sharing is not None:
+            self.sharing.wake()
+
+    def _fly(self, plan: Plan) -> bool:
+        """Whether *plan* may resolve with generated code, as the call's only resolution
+        (its flight); it then is."""
+        if self.cache or self.flight is not None or self.sharing is not None:
+            return False
+        self.flight = plan
+        return True
+
+    def _land(self, plan: Plan) -> None:
+        """The flight ended with no CALL value to record, or failed before `fail` saw it."""
+        if self.flight is plan:
+            self.flight = None
+            if self.sharing is not None:
+                self.sharing.wake()
+
+    async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]:
+        container = self._container
+        if self.rounds is None and not self.concurrent and self._fly(plan):
+            try:
+                result: dict[str, Any] = await plan.resolve_fn(
+                    args, self.values, self, container._app, self._session, plan.fn
+                )
+            finally:
+                self._land(plan)
+            return result
+        return await interpret(
+            plan, self, args, self.values, container._app, self._session, concurrent=self.concurrent
+        )
+
+    @overload
+    async def run(self, fn: Callable[..., Awaitable[T]], /, **kwargs: Any) -> T: ...
+    @overload
+    async def run(self, fn: Callable[..., T], /, **kwargs: Any) -> T: ...
+    @overload
+    async def run(self, fn: Plan, /, **kwargs: Any) -> Any: ...
+    async def run(self, fn: Plan | Callable[..., Any], /, **kwargs: Any) -> Any:
+        """Resolve *fn*'s dependencies in this call scope and call it.
+
+        A sync (``def``) *fn* runs in a worker thread unless it is marked `inline`.
+
+        Raises:
+            ResolventError: the call is used outside its ``async with`` block.
+        """
+        if self._state is not _OPEN:
+            raise self._misuse("run", fn)
+        container = self._container
+        if isinstance(fn, Plan):
+            plan = self._prepare(fn)
+        else:
+            fn, plan, kwargs = container._for_run(fn, kwargs)
+            check_scopes(plan, container._app, self._session)
+            if not (plan.fn_is_async or plan.fn_threaded):  # inline, or a generator
+                refuse_generator(plan, "call.run" if self._session is None else "session.run")
+        if (
+            self.rounds is None
+            and not self.concurrent
+            and container.call_timeout is None
+            and self._fly(plan)
+        ):
+            try:
+                return await plan.run_fn(
+                    kwargs, self.values, self, container._app, self._session, plan.fn
+                )
+            finally:
+                self._land(plan)
+        if plan.code is not PLAN_CODE:  # a traced plan (see `resolvent._engine.tracing`)
+            from .._engine.tracing import run_traced
+
+            return await run_traced(self, plan, kwargs)
+        injected = await self.resolve(plan, kwargs)
+        if plan.fn_threaded:
+            return await abandonable(functools.partial(plan.fn, **kwargs, **injected))
+        result = plan.fn(**kwargs, **injected)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+def _known(container: CallHost, fn: Any) -> Plan | None:
+    """*fn*'s plan if it is compiled, current and *fn* is its own key (a function or a
+    class), while no override block is open: `resolve` then needs no `for_run`."""
+    if container._overridden:
+        return None
+    cache = container._plans
+    try:
+        plan = cache.plans.get(fn)
+    except TypeError:  # an unhashable callable object
+        return None
+    if plan is None or plan.fn is not fn or plan.generation != cache.generation:
+        return None
+    return plan
+
+
+def _values_not_a_mapping(values: object) -> TypeError:
+    """``call(values=[request])``: the types a container declares are a tuple, the
+    objects a call is given are a dict from each type to its object."""
+    return TypeError(
+        f"call(values=...) takes a dict from each framework value type to its object, "
+        f"not {with_article(type(values).__name__)}.\n"
+        "  fix: container.call(values={Request: request}) (the types are declared with "
+        "Container(values=(Request,)) or add_value_type)"
+    )

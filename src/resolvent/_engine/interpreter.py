@@ -1,0 +1,413 @@
+"""The interpreter: resolves a plan step by step or in concurrent branches, for what the
+generated code does not do (concurrency, rounds, a shared call scope). It never generates code.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+
+from .._reading.annotations import NO_DEFAULT
+from .._reading.kinds import Kind
+from .._runtime.cache import LiveScope
+from .._runtime.context import adopt, keep
+from .._runtime.resources import enter
+from .._runtime.sharing import MISSING, Creation, Sharing, claim, release
+from .._runtime.teardown import Exits
+from .._vocabulary.questions import QUESTION_KINDS, Answered, as_outcome
+from .._vocabulary.scopes import Scope
+
+if TYPE_CHECKING:
+    from .._graph.plan import Input, Plan, Step
+    from .._runtime.sharing import CallLike
+    from .._runtime.threads import in_thread
+else:
+
+    async def in_thread(*args: Any) -> Any:
+        """The first worker-thread step loads `_runtime.threads` and puts its `in_thread` in this
+        name, so later steps call it through a plain global, as if imported at the top."""
+        global in_thread
+        from .._runtime.threads import in_thread
+
+        return await in_thread(*args)
+
+
+__all__ = ("interpret", "interpret_alone", "run_concurrently", "run_step")
+
+PENDING: Any = object()
+
+
+def _consume(value: Any, item: Input, consumer: str) -> Any:
+    if item.outcome is not None:
+        return item.outcome.convert(as_outcome(value))
+    if value.__class__ is Answered:
+        return value.unwrap(item.name, consumer)
+    return value
+
+
+def _kwargs(
+    inputs: tuple[Input, ...],
+    vals: dict[int, Any],
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    consumer: str,
+) -> dict[str, Any] | None:
+    kwargs: dict[str, Any] = {}
+    for item in inputs:
+        if item.source == "step":
+            value = vals[item.step]
+            if value is PENDING:
+                return None
+            kwargs[item.name] = _consume(value, item, consumer)
+        elif item.source == "arg":
+            kwargs[item.name] = _argument(item, args)
+        else:
+            kwargs[item.name] = values[item.value_type]
+    return kwargs
+
+
+def _argument(item: Input, args: Mapping[str, Any]) -> Any:
+    """The call argument *item* reads, else its default; a KeyError names a missing one
+    (`explain` turns it into advice)."""
+    if item.arg in args:
+        return args[item.arg]
+    if item.default is not NO_DEFAULT:
+        return item.default
+    raise KeyError(item.arg)
+
+
+async def run_step(
+    step: Step,
+    vals: dict[int, Any],
+    call: CallLike,
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    app: LiveScope | None,
+    session: LiveScope | None,
+) -> Any:
+    # `_kwargs` and `_argument`, inline: a Python call per input costs more than the rest.
+    kwargs: dict[str, Any] = {}
+    for item in step.inputs:
+        source = item.source
+        if source == "step":
+            value = vals[item.step]
+            if value is PENDING:
+                return PENDING
+            if item.outcome is not None or value.__class__ is Answered:
+                value = _consume(value, item, step.name)
+            kwargs[item.name] = value
+        elif source == "arg":
+            name = item.arg
+            if name in args:
+                kwargs[item.name] = args[name]
+            elif item.default is not NO_DEFAULT:
+                kwargs[item.name] = item.default
+            else:
+                raise KeyError(name)  # `explain` turns it into advice
+        else:
+            kwargs[item.name] = values[item.value_type]
+    if step.scope is not _CALL:
+        live = app if step.scope is Scope.APP else session
+        assert live is not None
+        value = live.cache.get(step.key, MISSING)
+        if value is MISSING:
+            value = await live.create(step, step.key, functools.partial(step.fn, **kwargs))
+        return value
+    key = step.key
+    cache = call.cache
+    value = cache.get(key, MISSING)
+    if value is not MISSING:
+        return value
+    sharing = call.sharing
+    assert sharing is not None
+    starting = sharing.starting
+    if key in starting or call.flight is not None:
+        creation = await claim(call, step)  # another resolution may be making it
+        if creation.__class__ is not Creation:
+            return creation  # it did
+    else:  # `claim`'s answer when nobody else makes it, without its coroutine
+        creation = starting[key] = Creation()
+    try:
+        kind = step.kind
+        if kind is _ASYNC:
+            value = await step.fn(**kwargs)
+        elif kind is _SYNC:
+            value = (
+                step.fn(**kwargs)
+                if step.inline
+                else await in_thread(functools.partial(step.fn, **kwargs))
+            )
+        else:
+            obj = step.fn(**kwargs)
+            if step.awaits:  # an async factory of a context manager
+                obj = await obj
+            value = await enter(call.exits, step, obj)
+        if step.may_ask and value.__class__ in QUESTION_KINDS:
+            from .._runtime.rounds import AnswerPending, ask  # only once a resolver has asked
+
+            try:
+                value = await ask(call, step, value)
+            except AnswerPending:
+                release(call, key, creation, None)
+                return PENDING
+    except BaseException as error:
+        release(call, key, creation, error)
+        raise
+    cache[key] = value
+    del starting[key]  # `release`, inline
+    if creation.done is not None:
+        creation.done.set()
+    return value
+
+
+_CALL = Scope.CALL  # module globals: read per step, cheaper than an enum class attribute
+_ASYNC = Kind.ASYNC
+_SYNC = Kind.SYNC
+
+
+async def interpret(
+    plan: Plan,
+    call: CallLike,
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    app: LiveScope | None,
+    session: LiveScope | None,
+    *,
+    concurrent: bool,
+) -> dict[str, Any]:
+    """Resolve *plan* step by step (or concurrently) and return the injected kwargs."""
+    sharing = call.sharing
+    if sharing is None:
+        sharing = call.sharing = Sharing()
+    sharing.active += 1
+    try:
+        # The values by step index (a slot: see `Step`); a step's inputs come before it.
+        vals: dict[int, Any] = {}
+        if concurrent and len(plan.steps) > 1:
+            vals = dict.fromkeys([s.index for s in plan.steps], MISSING)
+            await run_concurrently(plan, vals, call, args, values, app, session)
+        else:
+            for step in plan.steps:
+                try:
+                    vals[step.index] = await run_step(step, vals, call, args, values, app, session)
+                except BaseException as exc:
+                    from .._runtime.failures import explain  # only when something failed
+
+                    error = explain(exc, plan, step.index, args, values)
+                    if error is exc:
+                        raise
+                    raise error from exc
+        if call.rounds is not None:
+            call.rounds.raise_if_pending()
+        kwargs = _kwargs(plan.inputs, vals, args, values, plan.name)
+        assert kwargs is not None
+        return kwargs
+    finally:
+        sharing.active -= 1
+
+
+async def interpret_alone(
+    plan: Plan,
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    app: LiveScope | None,
+    session: LiveScope | None,
+) -> dict[str, Any]:
+    """`interpret` for a resolution nobody shares (no call scope, no concurrency) of a plan
+    whose steps never ask and whose CALL steps are plain functions, on the loop: each
+    value is made here, so there is nothing to claim from another resolution or to
+    memoize beyond the plan's own list of values. What a cold plan's first calls run."""
+    vals: dict[int, Any] = {}  # by step index (a slot: see `Step`)
+    call_scope, is_async = Scope.CALL, Kind.ASYNC
+    for step in plan.steps:
+        try:
+            kwargs: dict[str, Any] = {}
+            for item in step.inputs:  # `_kwargs`, with nothing pending: no step asks
+                if item.source == "step":
+                    value = vals[item.step]
+                    if item.outcome is not None or value.__class__ is Answered:
+                        value = _consume(value, item, step.name)
+                    kwargs[item.name] = value
+                elif item.source == "arg":
+                    kwargs[item.name] = _argument(item, args)
+                else:
+                    kwargs[item.name] = values[item.value_type]
+            scope = step.scope
+            if scope is call_scope:
+                if step.kind is is_async:
+                    value = await step.fn(**kwargs)
+                else:  # a sync function run inline (`cold_shape`: no thread, no resource)
+                    value = step.fn(**kwargs)
+            else:
+                live = app if scope is Scope.APP else session
+                assert live is not None
+                value = live.cache.get(step.key, MISSING)
+                if value is MISSING:
+                    value = await live.create(step, step.key, functools.partial(step.fn, **kwargs))
+        except BaseException as exc:
+            from .._runtime.failures import explain  # only when something failed
+
+            error = explain(exc, plan, step.index, args, values)
+            if error is exc:
+                raise
+            raise error from exc
+        vals[step.index] = value
+    injected = _kwargs(plan.inputs, vals, args, values, plan.name)
+    assert injected is not None
+    return injected
+
+
+async def run_concurrently(
+    plan: Plan,
+    vals: dict[int, Any],
+    call: CallLike,
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    app: LiveScope | None,
+    session: LiveScope | None,
+) -> None:
+    """Run independent branches at once; a step starts when its inputs are ready.
+
+    A step runs in a task of its own only when something can run beside it: while it is
+    the only step ready and no branch is running (a chain, the root of a diamond), and
+    when it is a plain function run on the loop (which nothing can overlap), it runs in
+    the calling task, as the interpreter runs it step by step; no task group is entered
+    until a first branch task starts.
+
+    A call opened with ``async with`` holds each resource in a task of its own (see
+    `Exits`), so resources set up in a branch are torn down in the task that set them
+    up; they are then branches like any other. Otherwise resources are entered by the
+    calling task, one at a time. If a step fails, the others are cancelled and the
+    first failure is raised as itself (later ones are attached as notes). A branch task
+    runs in a copy of the calling task's context; what its step set there is copied
+    back when it finishes, so the steps after it and the handler see it.
+    """
+    steps = {s.index: s for s in plan.steps}  # by index (a slot: see `Step`)
+    waiting: dict[int, int] = {}
+    dependents: dict[int, list[int]] = {index: [] for index in steps}
+    for step in plan.steps:
+        feeds = {i.step for i in step.inputs if i.source == "step"}
+        waiting[step.index] = len(feeds)
+        for dep in feeds:
+            dependents[dep].append(step.index)
+    ready = deque(s.index for s in plan.steps if waiting[s.index] == 0)
+    exits = call.exits
+    held = isinstance(exits, Exits) and exits.group is not None
+    total = len(steps)
+    done = 0
+
+    async def run(index: int) -> None:
+        try:
+            vals[index] = await run_step(steps[index], vals, call, args, values, app, session)
+        except BaseException as exc:
+            from .._runtime.failures import explain  # only when something failed
+
+            error = explain(exc, plan, index, args, values)
+            if not isinstance(error, cancelled):
+                failures.append(error)
+            if error is exc:
+                raise
+            raise error from exc
+
+    def finish(index: int) -> None:
+        for dependent in dependents[index]:
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                ready.append(dependent)
+
+    # Until two steps could run at once, each runs here (no task, no task group).
+    failures: list[BaseException] = []
+    cancelled = anyio.get_cancelled_exc_class()
+    while ready:
+        if len(ready) == 1:
+            index = ready.popleft()
+        else:  # what runs on the loop first: it could not overlap the others anyway
+            index = next((i for i in ready if _on_loop(steps[i])), -1)
+            if index < 0:
+                break
+            ready.remove(index)
+        await run(index)
+        done += 1
+        finish(index)
+    if done == total:
+        return
+
+    send, receive = anyio.create_memory_object_stream[int](total)
+    changes: dict[int, tuple[contextvars.Context, contextvars.Context]] = {}
+    running = 0
+
+    async def branch(index: int) -> None:
+        base = contextvars.copy_context()
+        await run(index)
+        changed = contextvars.copy_context()
+        if changed != base:
+            changes[index] = (base, changed)
+        send.send_nowait(index)
+
+    try:
+        async with send, receive, anyio.create_task_group() as group:
+            while done < total:
+                while ready:
+                    index = ready.popleft()
+                    step = steps[index]
+                    if (
+                        (not ready and not running)
+                        or _on_loop(step)
+                        or (step.kind.is_resource and not held)
+                    ):
+                        # Alone, or nothing could overlap it: in this task.
+                        await run(index)
+                        done += 1
+                        finish(index)
+                    else:
+                        group.start_soon(branch, index)
+                        running += 1
+                if done == total:
+                    break
+                finished = await receive.receive()
+                running -= 1
+                done += 1
+                changed = changes.pop(finished, None)
+                if changed is not None:
+                    step = steps[finished]
+                    if step.kind.is_resource:  # undone when the call closes
+                        keep(exits, step, *changed)
+                    else:
+                        adopt(*changed)
+                finish(finished)
+    except BaseExceptionGroup as group_error:
+        raise _original(group_error, failures) from None
+
+
+def _on_loop(step: Step) -> bool:
+    """Whether *step* runs on the event loop without waiting (a plain function run
+    inline, in the CALL scope): no other branch could run while it does."""
+    return step.kind is Kind.SYNC and step.inline and step.scope is Scope.CALL
+
+
+def _original(
+    group: BaseExceptionGroup[BaseException], failures: list[BaseException] | None = None
+) -> BaseException:
+    """The real error inside a task group's exception group: the first of *failures*
+    (in the order they happened) if it is there, else the only one; else the group."""
+    cancelled = anyio.get_cancelled_exc_class()
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        error = stack.pop()
+        if isinstance(error, BaseExceptionGroup):
+            stack.extend(cast("BaseExceptionGroup[BaseException]", error).exceptions)
+        elif not isinstance(error, cancelled):
+            leaves.append(error)
+    if not leaves:
+        return group  # only cancellations: let the cancelling scope catch them
+    first = next((f for f in failures or () if any(f is leaf for leaf in leaves)), leaves[-1])
+    for leaf in leaves:
+        if leaf is not first:
+            first.add_note(f"resolvent: another branch failed at the same time: {leaf!r}")
+    return first

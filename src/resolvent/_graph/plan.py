@@ -1,0 +1,586 @@
+"""The execution plan as data (steps, inputs) and its text, Mermaid and Graphviz renderings.
+It never imports what runs a plan: the code comes from the `PlanCode` the plan is built with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from .._reading.annotations import NO_DEFAULT, type_name
+from .._reading.kinds import Kind
+from .._reading.signature import FunctionInfo
+from .._vocabulary.frozen import Frozen, put
+from .._vocabulary.questions import OutcomeFamily
+from .._vocabulary.scopes import Scope
+
+__all__ = ("Graph", "Input", "Plan", "PlanCode", "Step", "direct_shape", "keep_shared")
+
+
+class Input(Frozen, compare=True):
+    """Where one parameter's value comes from.
+
+    *source* is ``"step"`` (the value of the step whose `Step.index` is *step*), ``"arg"``
+    (the call argument *arg*, else *default*) or ``"value"`` (the framework value of type
+    *value_type*).
+    """
+
+    __slots__ = ("arg", "default", "name", "outcome", "source", "step", "value_type")
+    name: str
+    source: str
+    step: int
+    arg: str
+    default: Any
+    value_type: Any
+    outcome: OutcomeFamily | None
+
+    def __init__(
+        self,
+        name: str,
+        source: str,
+        step: int = -1,
+        arg: str = "",
+        default: Any = NO_DEFAULT,
+        value_type: Any = None,
+        outcome: OutcomeFamily | None = None,
+    ) -> None:
+        put(self, "name", name)
+        put(self, "source", source)
+        put(self, "step", step)
+        put(self, "arg", arg)
+        put(self, "default", default)
+        put(self, "value_type", value_type)
+        put(self, "outcome", outcome)
+
+
+class Step(Frozen):
+    """One resolver in the plan, with everything needed to run it.
+
+    A step holds nothing about where it sits in a plan, so the plans of one container
+    share the step of a resolver: *index* is the resolver's slot, a number the container
+    gives it once (unique in any plan, not its position; see `Plan.position`), and the
+    chain that reaches it is the plan's (`Plan.parent`). *wire_key* and *param* are the
+    plan's own on a step that may ask (its questions carry them); a step that never asks
+    has no wire key (``""``), and its *param* is that of the plan that made it.
+    """
+
+    __slots__ = (
+        "awaits",
+        "fn",
+        "index",
+        "inline",
+        "inputs",
+        "key",
+        "kind",
+        "may_ask",
+        "name",
+        "param",
+        "scope",
+    )  # fmt: skip
+    index: int
+    fn: Callable[..., Any]
+    name: str
+    key: Hashable
+    scope: Scope
+    kind: Kind
+    inline: bool
+    may_ask: bool
+    inputs: tuple[Input, ...]
+    param: str
+    awaits: bool
+    """Calling *fn* returns an awaitable; for a resource, the context manager is the
+    awaited result (``async def f() -> httpx.AsyncClient``)."""
+
+    def __init__(
+        self,
+        index: int,
+        fn: Callable[..., Any],
+        name: str,
+        key: Hashable,
+        scope: Scope,
+        kind: Kind,
+        inline: bool,
+        may_ask: bool,
+        inputs: tuple[Input, ...],
+        param: str,
+        awaits: bool = False,
+    ) -> None:
+        put(self, "index", index)
+        put(self, "fn", fn)
+        put(self, "name", name)
+        put(self, "key", key)
+        put(self, "scope", scope)
+        put(self, "kind", kind)
+        put(self, "inline", inline)
+        put(self, "may_ask", may_ask)
+        put(self, "inputs", inputs)
+        put(self, "param", param)
+        put(self, "awaits", awaits)
+
+    if TYPE_CHECKING:  # a field of `AskingStep` only (see below)
+
+        @property
+        def wire_key(self) -> str: ...
+
+    @property
+    def threaded(self) -> bool:
+        """True for a sync function that runs in a worker thread."""
+        return self.kind is Kind.SYNC and not self.inline
+
+
+# Only a step that may ask has a wire key: the others keep no field for it and read the
+# class's "". One that may ask is an `AskingStep`, whose slot shadows it.
+type.__setattr__(Step, "wire_key", "")
+
+
+class AskingStep(Step):
+    """A step that may ask: its wire key beside the fields (made by the compiler)."""
+
+    __slots__ = ("wire_key",)  # pyright: ignore[reportIncompatibleMethodOverride]
+
+    def __init__(self, wire_key: str, *fields: Any) -> None:
+        super().__init__(*fields)
+        put(self, "wire_key", wire_key)
+
+
+class Graph(Frozen, compare=True):
+    """What the compiler hands to code generation: a plan's steps before it has code."""
+
+    __slots__ = (
+        "arguments",
+        "call_resources",
+        "call_threads",
+        "inputs",
+        "root",
+        "scopes",
+        "steps",
+        "value_types",
+    )  # fmt: skip
+    root: FunctionInfo
+    steps: tuple[Step, ...]
+    inputs: tuple[Input, ...]
+    arguments: tuple[str, ...]
+    value_types: tuple[Any, ...]
+    scopes: frozenset[Scope]
+    call_resources: bool
+    """Some CALL step is a resource (entered, torn down when the call ends)."""
+    call_threads: bool
+    """Some CALL step is a plain sync function run in a worker thread."""
+
+    def __init__(
+        self,
+        root: FunctionInfo,
+        steps: tuple[Step, ...],
+        inputs: tuple[Input, ...],
+        arguments: tuple[str, ...],
+        value_types: tuple[Any, ...],
+        scopes: frozenset[Scope],
+        call_resources: bool,
+        call_threads: bool,
+    ) -> None:
+        put(self, "root", root)
+        put(self, "steps", steps)
+        put(self, "inputs", inputs)
+        put(self, "arguments", arguments)
+        put(self, "value_types", value_types)
+        put(self, "scopes", scopes)
+        put(self, "call_resources", call_resources)
+        put(self, "call_threads", call_threads)
+
+
+if TYPE_CHECKING:
+
+    class PlanCode(Protocol):
+        """The code that runs plans: implemented by the executor layer, and passed to `Plan` by
+        whoever builds one, so a plan (data) never imports what runs it."""
+
+        def is_cold(self, run: Callable[..., Any]) -> bool:
+            """Whether *run* is a cold plan's interpreting ``run_fn`` (no code generated yet)."""
+            ...
+
+        def function(self, plan: Plan, variant: str) -> Callable[..., Any] | None:
+            """*plan*'s generated *variant*, compiled now: ``"run"``, ``"resolve"``,
+            ``"direct"`` or ``"kept"`` (None if a CALL resource of *plan* needs a call
+            scope), or ``"entry"``."""
+            ...
+
+        def source(self, plan: Plan, variant: str) -> str:
+            """The Python source of *plan*'s generated *variant* (``"run"`` or ``"resolve"``)."""
+            ...
+
+
+class Plan(Frozen):
+    """A function's dependency graph, compiled once into steps in topological order.
+
+    Get one from `Container.compile`. A plan is immutable and holds everything needed to
+    resolve a call; nothing on the call path reads annotations again.
+
+    Attributes:
+        fn: the function the plan was compiled for.
+        name: its qualified name.
+        steps: the resolvers, dependencies first.
+        inputs: where each injected parameter of *fn* comes from.
+        arguments: the names of *fn*'s parameters the caller supplies.
+        code: what generates the plan's code (the executor's `PlanCode`).
+    """
+
+    __slots__ = (
+        "_direct",
+        "_entry",
+        "_generated",
+        "_on_hot",
+        "_parents",
+        "_slots",
+        "arguments",
+        "code",
+        "fn",
+        "fn_is_async",
+        "fn_threaded",
+        "generation",
+        "inputs",
+        "name",
+        "needs_call",
+        "overrides",
+        "run_fn",
+        "scopes",
+        "steps",
+        "value_types",
+    )  # fmt: skip
+    _hidden = frozenset(
+        ("run_fn", "code", "_generated", "overrides", "_direct", "_entry", "_on_hot", "_slots",
+         "_parents"),
+    )  # fmt: skip
+    fn: Callable[..., Any]
+    name: str
+    steps: tuple[Step, ...]
+    inputs: tuple[Input, ...]
+    arguments: tuple[str, ...]
+    value_types: tuple[Any, ...]
+    scopes: frozenset[Scope]
+    needs_call: bool
+    generation: int
+    fn_is_async: bool
+    run_fn: Callable[..., Any]
+    code: PlanCode
+    overrides: Any
+    fn_threaded: bool  # a sync fn not marked `inline`: its body runs in a thread
+    # What a plan makes on first use is set once in its field (`_made`), which starts
+    # as None (not made): a plan that never needs it keeps no object for it.
+    _generated: Callable[..., Any] | None
+    """The generated ``resolve`` function."""
+    _direct: tuple[Callable[..., Any] | None] | None
+    """The generated ``direct`` function (None if it needs a call scope), in a 1-tuple."""
+    _entry: Callable[..., Any] | None
+    _on_hot: tuple[Callable[[Callable[..., Any]], None], ...] | None
+    """What to call once the plan's code is generated (`when_hot`)."""
+    _slots: tuple[dict[int, Step], dict[int, int]] | None
+    """(index -> step, index -> position)."""
+    _parents: dict[int, tuple[int, str]] | None
+    """index -> (parent's index, parameter): made for an error's path."""
+
+    def __init__(
+        self,
+        *,
+        fn: Callable[..., Any],
+        name: str,
+        steps: tuple[Step, ...],
+        inputs: tuple[Input, ...],
+        arguments: tuple[str, ...],
+        value_types: tuple[Any, ...],
+        scopes: frozenset[Scope],
+        needs_call: bool,
+        generation: int,
+        fn_is_async: bool,
+        run_fn: Callable[..., Any],
+        code: PlanCode,
+        overrides: Any = None,
+        fn_threaded: bool = False,
+    ) -> None:
+        put(self, "fn", fn)
+        put(self, "name", name)
+        put(self, "steps", steps)
+        put(self, "inputs", inputs)
+        put(self, "arguments", arguments)
+        put(self, "value_types", value_types)
+        put(self, "scopes", scopes)
+        put(self, "needs_call", needs_call)
+        put(self, "generation", generation)
+        put(self, "fn_is_async", fn_is_async)
+        put(self, "run_fn", run_fn)
+        put(self, "code", code)
+        put(self, "overrides", overrides)
+        put(self, "fn_threaded", fn_threaded)
+        for cache in ("_generated", "_direct", "_entry", "_on_hot", "_slots", "_parents"):
+            put(self, cache, None)
+
+    def _made(self, name: str, value: Any) -> Any:
+        put(self, name, value)  # a cache of the plan's own: set once
+        return value
+
+    def when_hot(self, callback: Callable[[Callable[..., Any]], None]) -> None:
+        """Call *callback(run_fn)* once the plan's code is generated (see `heat`)."""
+        self._made("_on_hot", (*(self._on_hot or ()), callback))
+
+    def heat(self) -> Callable[..., Any]:
+        """The generated ``run`` function; made now if the plan started cold.
+
+        A plan of a cold shape (see `cold_runner`) is compiled with an interpreting
+        ``run_fn``: its code is generated here, on the call that finds it hot, and
+        replaces ``run_fn`` (and whatever the container cached of it).
+        """
+        run = self.run_fn
+        if not self.code.is_cold(run):
+            return run
+        function = self.code.function(self, "run")
+        assert function is not None
+        put(self, "run_fn", function)  # the one field that changes
+        hooks = self._on_hot
+        if hooks:
+            self._made("_on_hot", None)
+            for hook in hooks:
+                hook(function)
+        return function
+
+    @property
+    def resolve_fn(self) -> Callable[..., Any]:
+        """The generated ``resolve`` function, compiled the first time it is needed."""
+        function = self._generated
+        if function is None:
+            function = self.code.function(self, "resolve")
+            assert function is not None
+            self._made("_generated", function)
+        return function
+
+    @property
+    def direct_fn(self) -> Callable[..., Any] | None:
+        """The generated ``direct`` function (``run`` that sets up and tears down the CALL
+        resources itself), or None if a resource needs a call scope; made on first use."""
+        direct = self._direct
+        if direct is None:
+            direct = self._made("_direct", (self.code.function(self, "direct"),))
+        return direct[0]
+
+    @property
+    def entry_fn(self) -> Callable[..., Any]:
+        """The generated ``entry`` function (what `Container.run` starts: ``run``, or
+        ``direct`` with CALL resources, for a call with no call scope, framework values or
+        session); made on first use. Only for a plan with no SESSION step and no framework
+        value whose CALL resources need no call scope."""
+        function = self._entry
+        if function is None:
+            function = self.code.function(self, "entry")
+            assert function is not None
+            self._made("_entry", function)
+        return function
+
+    def _maps(self) -> tuple[dict[int, Step], dict[int, int]]:
+        maps = self._slots
+        if maps is None:
+            steps = self.steps
+            maps = self._made(
+                "_slots",
+                ({s.index: s for s in steps}, {s.index: i for i, s in enumerate(steps)}),
+            )
+        return maps
+
+    def step_at(self, index: int) -> Step:
+        """The step whose `Step.index` is *index*."""
+        return self._maps()[0][index]
+
+    def has(self, step: Step) -> bool:
+        """Whether *step* is one of this plan's steps."""
+        return self._maps()[0].get(step.index) is step
+
+    def position(self, index: int) -> int:
+        """Where the step whose `Step.index` is *index* comes in `steps`."""
+        return self._maps()[1][index]
+
+    def parent(self, index: int) -> tuple[int, str]:
+        """Which step first needs step *index* in this plan, and for which parameter:
+        ``(its index, parameter)``, index -1 for the plan's function. The compiler's walk
+        again, from the plan's inputs: made on the first call (an error's path)."""
+        parents = self._parents
+        if parents is None:
+            parents = self._made("_parents", self._walk(self._maps()[0]))
+        return parents[index]
+
+    def _walk(self, at: dict[int, Step]) -> dict[int, tuple[int, str]]:
+        # As the compiler walks: entering a step gives each of its inputs' steps met for
+        # the first time this step as parent, then walks them in turn; the function's
+        # parameters one after another.
+        made: dict[int, tuple[int, str]] = {}
+        entered: set[int] = set()
+
+        def enter(index: int) -> list[int]:
+            entered.add(index)
+            children = [i for i in at[index].inputs if i.source == "step"]
+            for item in children:
+                made.setdefault(item.step, (index, item.name))
+            return [item.step for item in children]
+
+        for item in self.inputs:
+            if item.source != "step":
+                continue
+            made.setdefault(item.step, (-1, item.name))
+            if item.step in entered:
+                continue
+            stack = [(item.step, enter(item.step), 0)]
+            while stack:
+                index, children, next_ = stack[-1]
+                if next_ == len(children):
+                    stack.pop()
+                    continue
+                stack[-1] = (index, children, next_ + 1)
+                child = children[next_]
+                if child not in entered:
+                    stack.append((child, enter(child), 0))
+        return made
+
+    def path_to(self, index: int) -> str:
+        """How the plan reaches step *index* (a `Step.index`):
+        ``root.param -> resolver.param -> ...``."""
+        hops: list[str] = [self.step_at(index).name]
+        while index >= 0 and len(hops) < 12:
+            parent, param = self.parent(index)
+            name = self.step_at(parent).name if parent >= 0 else self.name
+            hops.append(f"{name}({param}=...)")
+            index = parent
+        if index >= 0:
+            hops.append("...")
+        return " -> ".join(reversed(hops))
+
+    def source(self) -> str:
+        """The Python source generated for this plan: what runs once the plan is hot
+        (`Container.run` interprets a plan's first calls, then generates this code)."""
+        return "\n".join(self.code.source(self, v) for v in ("run", "resolve"))
+
+    def describe(self) -> str:
+        """A readable text view: steps in order with scope, kind and sources."""
+        lines = [f"plan for {self.name}({', '.join(self.arguments)}): {len(self.steps)} step(s)"]
+        width = max((len(s.name) for s in self.steps), default=0)
+        for number, step in enumerate(self.steps, 1):
+            asks = ", may ask" if step.may_ask else ""
+            lines.append(
+                f"  {number:>3}. {step.name:<{width}}  {step.scope.name:<7} "
+                f"{step.kind.value}{'' if step.kind.is_async or step.inline else ' (thread)'}{asks}"
+            )
+            for item in step.inputs:
+                lines.append(f"         {item.name} <- {self._source_text(item)}")
+        lines.append(f"  -> {self.name}{' (thread)' if self.fn_threaded else ''}")
+        for item in self.inputs:
+            lines.append(f"         {item.name} <- {self._source_text(item)}")
+        return "\n".join(lines)
+
+    def _source_text(self, item: Input) -> str:
+        if item.source == "step":
+            step = self.step_at(item.step)
+            text = f"step {self.position(item.step) + 1} ({step.name})"
+            return text + (" as outcome" if item.outcome is not None else "")
+        if item.source == "arg":
+            return f"call argument {item.arg!r}" + (
+                "" if item.default is NO_DEFAULT else f" (default {item.default!r})"
+            )
+        return f"framework value {type_name(item.value_type)}"
+
+    def _edges(self) -> list[tuple[str, str, str]]:
+        edges: list[tuple[str, str, str]] = []
+        consumers: list[tuple[str, tuple[Input, ...]]] = [
+            (f"s{s.index}", s.inputs) for s in self.steps
+        ]
+        consumers.append(("root", self.inputs))
+        for node, inputs in consumers:
+            for item in inputs:
+                if item.source == "step":
+                    edges.append((f"s{item.step}", node, item.name))
+                elif item.source == "arg":
+                    edges.append((f"arg_{item.arg}", node, item.name))
+                else:
+                    edges.append((f"val_{type_name(item.value_type)}", node, item.name))
+        return edges
+
+    def to_mermaid(self) -> str:
+        """The plan as a Mermaid flowchart; scopes are coloured, questions marked."""
+        out = ["flowchart TD"]
+        for step in self.steps:
+            ask = " ❓" if step.may_ask else ""
+            out.append(
+                f'  s{step.index}["{step.name}<br/>{step.scope.name} · {step.kind.value}{ask}"]'
+                f":::{step.scope.name.lower()}"
+            )
+        out.append(f'  root(["{self.name}"]):::root')
+        seen: set[str] = set()
+        for source, target, label in self._edges():
+            if source not in seen and not source.startswith("s"):
+                seen.add(source)
+                text = source.split("_", 1)[1]
+                shape = (
+                    f'(["{text} (argument)"])'
+                    if source.startswith("arg_")
+                    else f'[/"{text} (value)"/]'
+                )
+                out.append(f"  {source}{shape}:::external")
+            out.append(f"  {source} -->|{label}| {target}")
+        out += [
+            "  classDef app fill:#dbeafe,stroke:#1d4ed8",
+            "  classDef session fill:#dcfce7,stroke:#15803d",
+            "  classDef call fill:#fef9c3,stroke:#a16207",
+            "  classDef root fill:#f3f4f6,stroke:#111827",
+            "  classDef external fill:#ffffff,stroke:#6b7280,stroke-dasharray: 3 3",
+        ]
+        return "\n".join(out)
+
+    def to_dot(self) -> str:
+        """The plan as a Graphviz DOT digraph; scopes are coloured, questions marked."""
+        colours = {Scope.APP: "#dbeafe", Scope.SESSION: "#dcfce7", Scope.CALL: "#fef9c3"}
+        out = [
+            "digraph plan {",
+            "  rankdir=TB;",
+            '  node [shape=box, style="rounded,filled", fontname="Helvetica"];',
+        ]
+        for step in self.steps:
+            ask = "\\n(may ask)" if step.may_ask else ""
+            out.append(
+                f'  s{step.index} [label="{step.name}\\n{step.scope.name} · '
+                f'{step.kind.value}{ask}", '
+                f'fillcolor="{colours[step.scope]}"];'
+            )
+        out.append(f'  root [label="{self.name}", shape=oval, fillcolor="#f3f4f6"];')
+        seen: set[str] = set()
+        for source, target, label in self._edges():
+            if source not in seen and not source.startswith("s"):
+                seen.add(source)
+                text = source.split("_", 1)[1]
+                kind = "argument" if source.startswith("arg_") else "value"
+                out.append(
+                    f'  "{source}" [label="{text} ({kind})", shape=note, fillcolor="#ffffff"];'
+                )
+            out.append(f'  "{source}" -> "{target}" [label="{label}"];')
+        out.append("}")
+        return "\n".join(out)
+
+
+def direct_shape(steps: tuple[Step, ...]) -> bool:
+    """True if generated code can run *steps* without a call scope: every CALL resource
+    is set up and torn down in the caller's task (async, or sync run inline)."""
+    return all(
+        s.kind is Kind.ASYNC_GENERATOR or s.kind is Kind.ASYNC_CONTEXT_MANAGER or s.inline
+        for s in steps
+        if s.scope is Scope.CALL and s.kind.is_resource
+    ) and all(s.scope is not Scope.SESSION for s in steps)
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+SHARED_LIMIT = 4096
+"""Entries a table of values shared between plans keeps: bounded, as the plan cache is."""
+
+
+def keep_shared(table: dict[K, V], key: K, value: V) -> V:
+    """Keep *value* in *table* under *key*, for later plans to take instead of making an
+    equal copy (the caller looked *key* up and did not find it); a full table is emptied
+    first. Returns *value*."""
+    if len(table) >= SHARED_LIMIT:
+        table.clear()
+    table[key] = value
+    return value

@@ -1,0 +1,106 @@
+"""What a failure inside a plan says: the resolver chain as a note, a missing call argument
+or framework value as advice with a fix. It never catches, retries or swallows an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._reading.annotations import type_name
+from .._vocabulary.errors import InputRequired, ResolventError
+from .sharing import landed
+
+if TYPE_CHECKING:
+    from .._graph.plan import Plan
+    from .sharing import CallLike
+
+__all__ = ("explain", "fail")
+
+
+def explain(
+    exc: BaseException, plan: Plan, index: int, args: Mapping[str, Any], values: Mapping[Any, Any]
+) -> BaseException:
+    """Add a note naming the resolver chain to step *index* (a `Step.index`; -1: none);
+    turn a missing argument/value into advice."""
+    if index < 0 or isinstance(exc, (anyio.get_cancelled_exc_class(), InputRequired)):
+        return exc
+    step = plan.step_at(index)
+    if isinstance(exc, KeyError) and exc.args:
+        missing = exc.args[0]
+        for item in step.inputs:
+            if item.source == "arg" and item.arg == missing and missing not in args:
+                return ResolventError(
+                    f"call argument {missing!r} needed by {step.name} was not given"
+                    f"{_given(list(args))}.\n"
+                    f"  path: {plan.path_to(index)}\n"
+                    f"  fix: pass {missing}=... when calling {plan.name}"
+                )
+            if item.source == "value" and item.value_type is missing and missing not in values:
+                name = type_name(missing)
+                return ResolventError(
+                    f"no framework value of type {name} was given to this call, but {step.name} "
+                    f"needs one (parameter {item.name!r}){_given([type_name(t) for t in values])}"
+                    ".\n"
+                    f"  path: {plan.path_to(index)}\n"
+                    f"  fix: open the call with container.call(values={{{name}: ...}})"
+                )
+    note = f"resolvent: raised by {step.name} ({step.scope.name}) resolving {plan.path_to(index)}"
+    if note not in getattr(exc, "__notes__", ()):
+        exc.add_note(note)
+    return exc
+
+
+def _given(names: list[str]) -> str:
+    """What the call had instead, for a misspelled or mistyped key; empty if nothing."""
+    return f"; it was given {', '.join(names)}" if names else ""
+
+
+def fail(
+    exc: BaseException,
+    plan: Plan,
+    lines: tuple[str, tuple[int, ...]],
+    args: Mapping[str, Any],
+    values: Mapping[Any, Any],
+    call: CallLike | None = None,
+    local: Any = None,
+) -> BaseException:
+    """Map a failure inside generated code (*lines*: its code name and which step each
+    line runs, see `line_step`); if it was a call's flight (see `Sharing`), land it
+    (*local*: its variables)."""
+    code_name = lines[0]
+    index = -1
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == code_name:
+            found = line_step(lines, tb.tb_lineno)
+            if found >= 0:
+                index = found
+        tb = tb.tb_next
+    error = explain(exc, plan, index, args, values)
+    if call is not None and call.flight is plan:
+        landed(call, plan, index, error, local)
+    return error
+
+
+def line_step(lines: tuple[str, tuple[int, ...]], lineno: int) -> int:
+    """The step (its index) that line *lineno* of generated code runs, or -1.
+
+    *lines* is the code's name and its lines that run a step, flat and in order:
+    ``(line, step, line, step, ...)`` (a dict would cost a plan about twice as much,
+    for a look-up made only when something fails).
+    """
+    flat = lines[1]
+    low, high = 0, len(flat) // 2
+    while low < high:
+        middle = (low + high) // 2
+        line = flat[2 * middle]
+        if line == lineno:
+            return flat[2 * middle + 1]
+        if line < lineno:
+            low = middle + 1
+        else:
+            high = middle
+    return -1

@@ -1,0 +1,134 @@
+"""CALL values shared by the resolutions of one call scope that run at once: each value is
+made once, by the first to ask, and the others wait for it. It never makes a value itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+
+from .._vocabulary.scopes import Scope
+
+if TYPE_CHECKING:
+    from .._graph.plan import Plan, Step
+    from .rounds import Asking
+
+__all__ = ("MISSING", "CallLike", "Creation", "Sharing", "claim", "landed", "release")
+
+MISSING: Any = object()
+"""Not in a cache (yet): the generated code, the interpreter and the container share it."""
+
+
+if TYPE_CHECKING:
+
+    class CallLike(Asking, Protocol):
+        """What the executor needs of a call scope (implemented by `resolvent.Call`)."""
+
+        exits: list[tuple[Step, Any]]
+        cache: dict[Hashable, Any]
+        flight: Plan | None
+        sharing: Sharing | None
+
+
+# --- one call, several resolutions ---------------------------------------------------
+# Tasks of one call scope may resolve in it at the same time (a task group inside
+# `async with container.call() as call:`); each CALL value is still made once, by the
+# first to ask, and the others wait for it. The first resolution in a call runs the
+# generated code, which records its values only when it is done (the *flight*, see
+# `Call.run`): a resolution that needs one of its values waits for it to land. Any other
+# resolution runs the interpreter, which claims each value before making it.
+
+
+class Sharing:
+    """The resolutions in flight in one call scope, and the values they are making."""
+
+    __slots__ = ("active", "failure", "keys", "landed", "starting")
+
+    def __init__(self) -> None:
+        self.active = 0  # interpreted resolutions in flight
+        self.starting: dict[Hashable, Creation] = {}
+        self.landed: anyio.Event | None = None  # set when the flight lands
+        self.failure: tuple[Hashable, BaseException] | None = None  # the flight's
+        self.keys: tuple[Plan | None, frozenset[Hashable]] = (None, frozenset())
+
+    def flight_keys(self, flight: Plan) -> frozenset[Hashable]:
+        if self.keys[0] is not flight:
+            keys = frozenset(s.key for s in flight.steps if s.scope is Scope.CALL)
+            self.keys = (flight, keys)
+        return self.keys[1]
+
+    def wake(self) -> None:
+        landed, self.landed = self.landed, None
+        if landed is not None:
+            landed.set()
+
+
+class Creation:
+    """A CALL value being made by one resolution: what the others wait for."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done: anyio.Event | None = None  # made by the first waiter
+        self.error: BaseException | None = None
+
+
+async def claim(call: CallLike, step: Step) -> Any:
+    """The value of CALL *step* once another resolution has made it, else a `Creation`
+    that this one now owns (and ends with `release`)."""
+    sharing = call.sharing
+    assert sharing is not None
+    key = step.key
+    while True:
+        value = call.cache.get(key, MISSING)
+        if value is not MISSING:
+            return value
+        creation = sharing.starting.get(key)
+        if creation is not None:
+            if creation.done is None:
+                creation.done = anyio.Event()
+            await creation.done.wait()
+            if creation.error is not None:
+                raise creation.error
+            continue  # made (or its maker was cancelled: this one makes it)
+        flight = call.flight
+        if flight is not None and key in sharing.flight_keys(flight):
+            if sharing.landed is None:
+                sharing.landed = anyio.Event()
+            await sharing.landed.wait()
+            failure = sharing.failure
+            if failure is not None and failure[0] == key:
+                raise failure[1]
+            continue
+        creation = sharing.starting[key] = Creation()
+        return creation
+
+
+def release(call: CallLike, key: Hashable, creation: Creation, error: BaseException | None) -> None:
+    sharing = call.sharing
+    assert sharing is not None
+    del sharing.starting[key]
+    if error is not None and not isinstance(error, anyio.get_cancelled_exc_class()):
+        creation.error = error  # a cancelled maker's waiters make the value themselves
+    if creation.done is not None:
+        creation.done.set()
+
+
+def landed(call: CallLike, plan: Plan, index: int, error: BaseException, local: Any) -> None:
+    """The flight *plan* failed at step *index* (a `Step.index`; -1: none): keep the CALL
+    values it made before, and its failure for the resolutions waiting for that step;
+    let them go on."""
+    for step in plan.steps[: plan.position(index) if index >= 0 else 0]:
+        if step.scope is Scope.CALL:
+            value = local.get(f"v{step.index}", MISSING)
+            if value is not MISSING:
+                call.cache[step.key] = value
+    sharing = call.sharing
+    call.flight = None
+    if sharing is None:
+        return
+    if index >= 0 and not isinstance(error, anyio.get_cancelled_exc_class()):
+        sharing.failure = (plan.step_at(index).key, error)
+    sharing.wake()
