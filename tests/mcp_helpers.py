@@ -13,6 +13,8 @@ import pytest
 from mcp.client import Client, ClientRequestContext
 from pydantic import BaseModel
 
+from ports import free_port as free_port
+
 MODES = ("legacy", "2026-07-28")
 """Protocol modes of the in-memory client: the handshake protocol and the sessionless one."""
 
@@ -73,13 +75,6 @@ def text(result: types.CallToolResult) -> str:
     content = result.content[0]
     assert isinstance(content, types.TextContent)
     return content.text
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @asynccontextmanager

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from mcp_helpers import free_port
 from modes import make_container
+from ports import free_port
 from resolvent import Container, MemoryStore, Scope, SqliteStore, StateStore
 from toy_store import toy_url
 

@@ -155,6 +155,7 @@ async def test_a_write_lock_held_past_busy_timeout_is_store_unavailable(tmp_path
 async def test_an_mcp_client_reads_that_the_sqlite_store_is_unavailable_and_the_log_has_one_line(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    pytest.importorskip("mcp", reason="an MCP client needs the mcp extra")
     from mcp.server.mcpserver import MCPServer
 
     from mcp_helpers import client
