@@ -18,6 +18,7 @@ from ._container.startup import register_start_check
 from ._graph.plan import Step
 from ._graph.registry import IMPLICIT_SCOPE, LASTING
 from ._reading.annotations import (
+    argument_converter,
     argument_parameters,
     instance_parameter,
     lenient_hints,
@@ -85,6 +86,7 @@ __all__ = (
     "StateTooLarge",
     "Step",
     "StoreUnavailable",
+    "argument_converter",
     "argument_parameters",
     "digest_json",
     "enter_override",

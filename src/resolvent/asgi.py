@@ -19,15 +19,13 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import pydantic_core
-from pydantic import TypeAdapter
 
 from . import Container, StateConflict, StateTooLarge, StoreUnavailable
-from ._integration import Kept, Launcher, argument_parameters, shown_hints
+from ._integration import Kept, Launcher, argument_converter, argument_parameters, shown_hints
 
 __all__ = ("inject", "router")
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
-_AS_IS = (str, Any, inspect.Parameter.empty)
 
 
 class _BadArgument(Exception):
@@ -125,11 +123,11 @@ async def _answer(send: Any, status: int, content: Any, sent: list[int]) -> None
     await send({"type": "http.response.body", "body": body})
 
 
-def _read(p: inspect.Parameter) -> tuple[Any, bool, str]:
-    """(What validates the argument, None for a string as it is; required; its type's name)."""
+def _read(p: inspect.Parameter) -> tuple[Callable[[Any], Any], bool, str]:
+    """(What turns the string into the argument; required; its type's name)."""
     kind = p.annotation
-    validate = None if kind in _AS_IS else TypeAdapter(kind).validate_python
-    return validate, p.default is inspect.Parameter.empty, getattr(kind, "__name__", str(kind))
+    required = p.default is inspect.Parameter.empty
+    return argument_converter(kind), required, getattr(kind, "__name__", str(kind))
 
 
 def _arguments(scope: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
@@ -142,8 +140,8 @@ def _arguments(scope: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
             if required:
                 raise _BadArgument(f"{name!r} is missing: a path or query parameter")
             continue
-        try:  # a string as it is, else validated as pydantic does, lax ("3" is 3)
-            kwargs[name] = given[name] if validate is None else validate(given[name])
+        try:
+            kwargs[name] = validate(given[name])
         except ValueError:  # pydantic's ValidationError
             raise _BadArgument(f"{name!r} is not a valid {shown}") from None
     return kwargs

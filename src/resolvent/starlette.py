@@ -61,6 +61,7 @@ from ._integration import (
     HANDLER,
     Kept,
     Launcher,
+    argument_converter,
     argument_parameters,
     instance_parameter,
     is_inline,
@@ -547,26 +548,8 @@ class _Argument:
         validates it, lax (``"3"`` becomes ``3`` for an ``int``)."""
         convert = self._convert
         if convert is None:
-            convert = self._convert = _converter(self.param.annotation)
+            convert = self._convert = argument_converter(self.param.annotation)
         return convert(value)
-
-
-def _as_is(value: Any) -> Any:
-    return value
-
-
-def _converter(annotation: Any) -> Callable[[Any], Any]:
-    bare = annotation
-    if typing.get_origin(bare) is typing.Annotated:
-        bare = typing.get_args(bare)[0]
-    if bare in (str, Any, inspect.Parameter.empty):
-        return _as_is
-    from pydantic import TypeAdapter
-
-    try:
-        return TypeAdapter(annotation).validate_python
-    except Exception:  # no schema for it (a class FastAPI's `Depends` fills): as it is
-        return _as_is
 
 
 def _request_arguments(

@@ -16,7 +16,7 @@ from typing import Annotated, Any, get_args, get_origin
 
 from .._vocabulary.errors import InvalidSignature
 
-__all__ = ("NO_DEFAULT", "lenient_hints", "type_name")
+__all__ = ("NO_DEFAULT", "argument_converter", "lenient_hints", "type_name")
 
 NO_DEFAULT: Any = inspect.Parameter.empty
 """An annotation or a default that was not written."""
@@ -326,3 +326,25 @@ def instance_parameter(fn: Callable[..., Any], arguments: Sequence[str]) -> str 
     if first.annotation is not inspect.Parameter.empty and first.name not in ("self", "cls"):
         return None
     return first.name
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def argument_converter(annotation: Any) -> Callable[[Any], Any]:
+    """What turns a call argument given as a string (a web path or query parameter) into
+    the value *annotation* asks for: the string as it is (``str``, `resolvent.Handle`, no
+    annotation, or a type pydantic cannot validate), else pydantic's lax validation
+    (``"3"`` becomes ``3`` for an ``int``); a value it refuses raises ``ValueError``."""
+    bare = annotation
+    if get_origin(bare) is Annotated:
+        bare = get_args(bare)[0]
+    if bare in (str, Any, inspect.Parameter.empty):
+        return _as_is
+    from pydantic import TypeAdapter  # loaded by the first web argument that needs it
+
+    try:
+        return TypeAdapter(annotation).validate_python
+    except Exception:  # no schema for it (a class FastAPI's `Depends` fills): as it is
+        return _as_is
