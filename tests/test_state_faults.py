@@ -13,13 +13,12 @@ import contextlib
 import logging
 import pickle
 import secrets
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import anyio
 import pytest
-from pydantic import BaseModel
 
+from cart_shop import HANG, Cart, Shop
 from fault_proxy import FaultProxy, fault_proxy
 from resolvent import (
     Container,
@@ -27,10 +26,8 @@ from resolvent import (
     Held,
     Resolve,
     ResolventError,
-    Scope,
     State,
     StateError,
-    StateStore,
     StoreUnavailable,
     open_store,
 )
@@ -48,48 +45,7 @@ def valkey(request: pytest.FixtureRequest) -> str:
     return url
 
 
-HANG = 20.0  # seconds: only a hung call takes this long (the store's timeout here is 0.5)
 TIMEOUT = 0.5
-
-
-class Cart(BaseModel):
-    items: dict[str, int] = {}
-
-
-class Shop:
-    """A container with one State on a RedisStore behind the proxy, and its handlers."""
-
-    def __init__(self, store: StateStore, lease: float = 1.0) -> None:
-        self.container = Container()
-
-        async def provide() -> AsyncIterator[StateStore]:
-            yield store
-
-        self.container.provide(provide, scope=Scope.APP)
-        # A short lease: a lease taken by a request the fault held back lapses quickly.
-        carts = State("cart", Cart, store=provide, lease=lease, wait=5.0)
-
-        async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> str:
-            return cart.handle
-
-        async def add(cart: Handle, item: str, edit: Annotated[Held[Cart], Resolve(carts.edit)]):
-            edit.value.items[item] = edit.value.items.get(item, 0) + 1
-            return dict(edit.value.items)
-
-        async def show(cart: Handle, value: Annotated[Cart, Resolve(carts.read)]) -> Cart:
-            return value
-
-        self.open_cart, self.add, self.show = open_cart, add, show
-
-    async def run(self, fn: Any, **kwargs: Any) -> Any:
-        with anyio.fail_after(HANG):
-            return await self.container.run(fn, **kwargs)
-
-    async def fails(self, fn: Any, **kwargs: Any) -> StoreUnavailable:
-        """Run *fn*, which must fail with StoreUnavailable (and not hang)."""
-        with pytest.raises(StoreUnavailable) as caught:
-            await self.run(fn, **kwargs)
-        return caught.value
 
 
 async def connect(proxy: FaultProxy, connect_timeout: float = 4 * TIMEOUT) -> Any:
@@ -165,7 +121,7 @@ async def test_a_frozen_server_at_start_fails_within_the_connect_timeout(
 
 async def test_a_stopped_store_fails_each_call_at_once_and_recovers(valkey: str) -> None:
     async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
-        shop = Shop(store)
+        shop = Shop(store, lease=1.0, wait=5.0)
         async with shop.container:
             cart = await shop.run(shop.open_cart)
             assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
@@ -193,7 +149,7 @@ async def test_an_mcp_client_reads_that_the_store_is_unavailable_and_the_log_has
     from resolvent.mcp import inject
 
     async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
-        shop = Shop(store)
+        shop = Shop(store, lease=1.0, wait=5.0)
         server = MCPServer("shop", lifespan=shop.container.lifespan)
         server.tool()(inject(shop.container)(shop.open_cart))
         server.tool()(inject(shop.container)(shop.add))
@@ -263,7 +219,7 @@ async def test_a_frozen_store_is_bounded_by_what_is_left_of_call_timeout(valkey:
     # While the call resolves, its call_timeout bounds the store too: shorter than the
     # store's own timeout here, it is what ends the call, naming the state's resolver.
     async with fault_proxy(valkey) as proxy, await connect(proxy) as store:
-        shop = Shop(store)
+        shop = Shop(store, lease=1.0, wait=5.0)
         shop.container.call_timeout = TIMEOUT / 5
         async with shop.container:
             cart = await shop.run(shop.open_cart)

@@ -9,67 +9,18 @@ trio.
 
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any
 
 import anyio
 import pytest
-from pydantic import BaseModel
 
+from cart_shop import HANG, Shop
 from resolvent import (
-    Container,
-    Handle,
-    Held,
-    Resolve,
-    Scope,
     SqliteStore,
-    State,
     StateNotFound,
-    StateStore,
     StoreUnavailable,
     open_store,
 )
-
-HANG = 20.0  # seconds: only a hung call takes this long
-
-
-class Cart(BaseModel):
-    items: dict[str, int] = {}
-
-
-class Shop:
-    """A container with one State on *store*, and its handlers."""
-
-    def __init__(self, store: StateStore) -> None:
-        self.container = Container()
-
-        async def provide() -> AsyncIterator[StateStore]:
-            yield store
-
-        self.container.provide(provide, scope=Scope.APP)
-        carts = State("cart", Cart, store=provide, wait=1.0)
-
-        async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> str:
-            return cart.handle
-
-        async def add(cart: Handle, item: str, edit: Annotated[Held[Cart], Resolve(carts.edit)]):
-            edit.value.items[item] = edit.value.items.get(item, 0) + 1
-            return dict(edit.value.items)
-
-        async def show(cart: Handle, value: Annotated[Cart, Resolve(carts.read)]) -> Cart:
-            return value
-
-        self.open_cart, self.add, self.show = open_cart, add, show
-
-    async def run(self, fn: Any, **kwargs: Any) -> Any:
-        with anyio.fail_after(HANG):
-            return await self.container.run(fn, **kwargs)
-
-    async def fails(self, fn: Any, **kwargs: Any) -> StoreUnavailable:
-        with pytest.raises(StoreUnavailable) as caught:
-            await self.run(fn, **kwargs)
-        return caught.value
 
 
 async def test_a_file_that_cannot_be_opened_is_store_unavailable(tmp_path: Path) -> None:
@@ -98,7 +49,7 @@ async def test_a_removed_directory_fails_calls_and_the_store_serves_once_it_is_b
     folder.mkdir()
     store = await SqliteStore.open(str(folder / "carts.db"))
     try:
-        shop = Shop(store)
+        shop = Shop(store, wait=1.0)
         async with shop.container:
             cart = await shop.run(shop.open_cart)
             assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
@@ -134,7 +85,7 @@ async def test_a_removed_directory_fails_calls_and_the_store_serves_once_it_is_b
 async def test_a_write_lock_held_past_busy_timeout_is_store_unavailable(tmp_path: Path) -> None:
     store = await SqliteStore.open(str(tmp_path / "carts.db"), busy_timeout=0.2)
     try:
-        shop = Shop(store)
+        shop = Shop(store, wait=1.0)
         async with shop.container:
             cart = await shop.run(shop.open_cart)
             other = sqlite3.connect(store.path, isolation_level=None)
@@ -165,7 +116,7 @@ async def test_an_mcp_client_reads_that_the_sqlite_store_is_unavailable_and_the_
     folder.mkdir()
     store = await SqliteStore.open(str(folder / "carts.db"))
     try:
-        shop = Shop(store)
+        shop = Shop(store, wait=1.0)
         server = MCPServer("shop", lifespan=shop.container.lifespan)
         server.tool()(inject(shop.container)(shop.open_cart))
         server.tool()(inject(shop.container)(shop.add))
