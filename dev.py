@@ -132,17 +132,25 @@ MUTATE: dict[str, tuple[str, ...]] = {
     ),
     "_graph/checks": (
         "tests/test_core_compile_errors.py",
+        "tests/test_core_compile_messages.py",  # each error's whole text, below the handler
         "tests/test_core_mistakes.py",
         "tests/test_core_typecheck.py",
         "tests/test_core_typecheck_elicit.py",  # a question's answer of the wrong type
         "tests/test_core_cm_classes.py",  # a context manager class asked for itself
         "tests/test_promises_core.py",
         "tests/test_core_resolve.py",  # two providers of one type: ambiguous
+        "tests/test_cli.py",  # the path and offending edge `resolvent graph` draws
+        "tests/test_override_async_resources.py",  # an async resource under a plain `with`
         # A state store that must be APP-scoped and is not (LASTING): the only test of it.
         "tests/test_state_versions.py::test_a_store_that_is_not_app_scoped_is_refused_at_compile"
         "_time",
     ),
-    "_tools/cli": ("tests/test_cli.py", "tests/test_bench.py", "tests/test_promises_core.py"),
+    "_tools/cli": (
+        "tests/test_cli.py",
+        "tests/test_cli_traces.py",  # --traces: each resolver's time in a trace file
+        "tests/test_bench.py",
+        "tests/test_promises_core.py",
+    ),
 }
 
 USAGE = __doc__.split("\n\n", 2)[1] if __doc__ else ""
@@ -554,13 +562,12 @@ def mutate_module(module: str, venv_dir: Path = VENV, jobs: int = 0) -> dict[str
     counts["equivalent"] = 0
     if survivors:
         print(f"{module}: not killed (see `mutmut show NAME` in {work.relative_to(ROOT)}):")
+        names = [line.rpartition(": ")[0] for line in survivors if line.endswith(": survived")]
+        diffs = mutant_diffs(work, venv_dir, names)
         for line in survivors:
             name, _, status = line.rpartition(": ")
             if status == "survived":
-                shown = subprocess.run(
-                    [str(mutmut), "show", name], cwd=work, env=env, check=False,
-                    capture_output=True, text=True,
-                ).stdout  # fmt: skip
+                shown = diffs.get(name, "")
                 if (function_of(module, name), mutated_line(shown)) in listed:
                     counts["equivalent"] += 1
                     line += " (equivalent, MUTANTS.md)"
@@ -569,6 +576,40 @@ def mutate_module(module: str, venv_dir: Path = VENV, jobs: int = 0) -> dict[str
             print(f"    {line}")
     counts["seconds"] = round(time.monotonic() - started)
     return counts
+
+
+# `mutmut show NAME` for many mutants in one process: mutmut's start-up takes seconds, and a
+# module has up to a hundred survivors to show.
+SHOW_MUTANTS = """
+import contextlib, io, json, sys
+from mutmut.__main__ import show
+
+diffs = {}
+for name in json.load(sys.stdin):
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        show.main([name], standalone_mode=False)
+    diffs[name] = shown.getvalue()
+json.dump(diffs, sys.stdout)
+"""
+
+
+def mutant_diffs(work: Path, venv_dir: Path, names: Sequence[str]) -> dict[str, str]:
+    """What `mutmut show` prints for each of *names*, the mutants of the run in *work*."""
+    if not names:
+        return {}
+    import json
+
+    python = venv_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
+    proc = subprocess.run(
+        [str(python), "-c", SHOW_MUTANTS], cwd=work, env=child_env(venv_dir), check=False,
+        input=json.dumps(list(names)), capture_output=True, text=True,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        log(f"mutmut show failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+        return {}
+    diffs: dict[str, str] = json.loads(proc.stdout)
+    return diffs
 
 
 def equivalent_mutants() -> dict[str, set[tuple[str, str]]]:
