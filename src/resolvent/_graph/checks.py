@@ -13,7 +13,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._reading.annotations import NO_DEFAULT, Unresolved, type_name, unresolved_error
-from .._reading.kinds import Kind, entered_class, enters_unknown
+from .._reading.kinds import entered_class, enters_unknown
 from .._reading.signature import FunctionInfo, Param
 from .._reading.typecheck import accepted_data, may_hold
 from .._vocabulary.errors import InvalidSignature, ResolventError
@@ -64,14 +64,19 @@ def name_of(walk: Walk, key: Hashable | None) -> str:
     return walk.root.name if key is None else walk.nodes[key].name
 
 
+_SHOWN = 24  # the calls a path shows above the mistake; those between them and the root: ...
+
+
 def path(walk: Walk, key: Hashable | None, param: str = "") -> str:
     """The calls from the compiled function down to *key* (and its *param*), for messages."""
     hops: list[str] = []
-    while key is not None and len(hops) < 24:
+    while key is not None:  # a node's parent was met before it: the chain ends at the root
         node = walk.nodes[key]
         hops.append(node.name + (f"({param}=...)" if param else ""))
         param, key = node.param, node.parent
     hops.append(f"{walk.root.name}({param}=...)")
+    if len(hops) > _SHOWN + 1:
+        hops[_SHOWN:-1] = ["..."]
     return " -> ".join(reversed(hops))
 
 
@@ -194,7 +199,6 @@ def check_type(walk: Walk, consumer: Hashable | None, param: Param, child: Node)
         child.key in walk.replaced  # a fake stands in: its types are the test's business
         or param.marker is None
         or param.marker.fn is None  # found by type: compatible by construction
-        or (isinstance(info.fn, type) and info.kind is Kind.SYNC and _is_cm_class(info.fn))
         or enters_unknown(info.kind, info.provides)
     ):
         return
@@ -277,11 +281,6 @@ def _entered_instead(
         f"type); to use what it enters, annotate it "
         f"`{param.name}: Annotated[{type_name(info.provides)}, Resolve({short})]`"
     )
-
-
-def _is_cm_class(cls: type) -> bool:
-    """A class whose instances are context managers: the value is what it enters."""
-    return hasattr(cls, "__enter__") or hasattr(cls, "__aenter__")
 
 
 # -- lifetimes: scopes, questions, plain `with` overrides --------------------------------
