@@ -63,8 +63,7 @@ def inject(container: Container) -> Callable[[Callable[..., Any]], ASGIApp]:
                         return await _answer(send, 200, result, sent)
                 kept = Kept() if launcher.kept else None
                 async with contextlib.nullcontext() if kept is None else kept:
-                    app = launcher.app_scope(container)
-                    result = await start(kwargs, {}, kept, app, None, fn)
+                    result = await start(kwargs, {}, launcher.scopes(kept), fn)
                     if kept is not None and launcher.settles:
                         await kept.settle(None)  # before the answer leaves
                     return await _answer(send, 200, result, sent)

@@ -365,7 +365,7 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     alone = _Alone(container, plan)
     launcher, routes = alone.launcher, alone.routes
     ready, blocks, overrides = launcher.ready, launcher.blocks, launcher.override_var
-    app_scope = launcher.app_scope
+    scopes = launcher.scopes
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         connection: HTTPConnection | None = kwargs.pop(_CONNECTION, None)
@@ -404,11 +404,10 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
                             values = {
                                 WebSocket if scope["type"] == "websocket" else Request: connection
                             }
-                            app = app_scope(container)
                             if not launcher.kept:
-                                return await start(kwargs, values, None, app, None, fn)
+                                return await start(kwargs, values, scopes(), fn)
                             kept = Kept.on(stack)  # closed after the response
-                            result = await start(kwargs, values, kept, app, None, fn)
+                            result = await start(kwargs, values, scopes(kept), fn)
                             if launcher.settles:  # what settles the writes, before the response
                                 await _settled(kept.settle)
                             return result

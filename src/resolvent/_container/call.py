@@ -186,10 +186,15 @@ class Call:
             f"`async with {opener} as call: await call.{method}({short}, ...)`"
         )
 
-    def _prepare(self, target: Plan) -> Plan:
-        container = self._container
-        plan = container._current(target)
-        check_scopes(plan, container._app, self._session)
+    def _scopes(self) -> tuple[Any, ...]:
+        """The scopes this call resolves in, as the tuple a plan's code takes (see
+        `resolvent._vocabulary.scopes.SLOTS`): its container's APP scope as open now (or
+        None), its session's (or None) and itself."""
+        return (self._container._app, self._session, self)
+
+    def _prepare(self, target: Plan, scopes: tuple[Any, ...]) -> Plan:
+        plan = self._container._current(target)
+        check_scopes(plan, scopes)
         return plan
 
     async def resolve(
@@ -210,15 +215,16 @@ class Call:
             raise self._misuse("resolve", plan)
         args = EMPTY if args is None else args
         container = self._container
+        scopes = self._scopes()
         if isinstance(plan, Plan):
-            plan = self._prepare(plan)
+            plan = self._prepare(plan, scopes)
         else:
             found = _known(container, plan)
             if found is None:  # a bound method or partial shares its function's plan
                 _, found, args = container._for_run(plan, args)
-                check_scopes(found, container._app, self._session)
-            elif container._app is None or self._session is None:
-                check_scopes(found, container._app, self._session)
+                check_scopes(found, scopes)
+            elif None in scopes:  # a scope not open: whether the plan needs it
+                check_scopes(found, scopes)
             plan = found
         timeout = container._call_timeout
         if self.rounds is not None:
@@ -238,7 +244,7 @@ class Call:
             self.flight = plan
             try:
                 result: dict[str, Any] = await (plan._generated or plan.resolve_fn)(
-                    args, self.values, self, container._app, self._session, plan.fn
+                    args, self.values, scopes, plan.fn
                 )
             finally:
                 if self.flight is plan:
@@ -344,18 +350,14 @@ class Call:
                 self.sharing.wake()
 
     async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]:
-        container = self._container
+        scopes = self._scopes()
         if self.rounds is None and not self.concurrent and self._fly(plan):
             try:
-                result: dict[str, Any] = await plan.resolve_fn(
-                    args, self.values, self, container._app, self._session, plan.fn
-                )
+                result: dict[str, Any] = await plan.resolve_fn(args, self.values, scopes, plan.fn)
             finally:
                 self._land(plan)
             return result
-        return await interpret(
-            plan, self, args, self.values, container._app, self._session, concurrent=self.concurrent
-        )
+        return await interpret(plan, self, args, self.values, scopes, concurrent=self.concurrent)
 
     @overload
     async def run(self, fn: Callable[..., Awaitable[T]], /, **kwargs: Any) -> T: ...
@@ -374,11 +376,12 @@ class Call:
         if self._state is not _OPEN:
             raise self._misuse("run", fn)
         container = self._container
+        scopes = self._scopes()
         if isinstance(fn, Plan):
-            plan = self._prepare(fn)
+            plan = self._prepare(fn, scopes)
         else:
             fn, plan, kwargs = container._for_run(fn, kwargs)
-            check_scopes(plan, container._app, self._session)
+            check_scopes(plan, scopes)
             if not (plan.fn_is_async or plan.fn_threaded):  # inline, or a generator
                 refuse_generator(plan, "call.run" if self._session is None else "session.run")
         if (
@@ -388,9 +391,7 @@ class Call:
             and self._fly(plan)
         ):
             try:
-                return await plan.run_fn(
-                    kwargs, self.values, self, container._app, self._session, plan.fn
-                )
+                return await plan.run_fn(kwargs, self.values, scopes, plan.fn)
             finally:
                 self._land(plan)
         if plan.code is not PLAN_CODE:  # a traced plan (see `resolvent._engine.tracing`)

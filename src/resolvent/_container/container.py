@@ -20,7 +20,7 @@ from .._runtime.cache import LiveScope
 from .._runtime.teardown import settle
 from .._vocabulary.errors import InvalidSignature, ResolventError
 from .._vocabulary.questions import Asker
-from .._vocabulary.scopes import Scope
+from .._vocabulary.scopes import Scope, app_and_call
 from .launch import Launcher
 from .plans import PlanCache, Starter, check_scopes, refuse_generator, refuse_values
 
@@ -405,7 +405,7 @@ class Container:
         # (a bound method or partial is split into it), or one equal to it that calls
         # the same code (a bound method of the same object).
         fn, plan, kwargs = self._for_run(fn, kwargs)
-        check_scopes(plan, self._app, None)
+        check_scopes(plan, app_and_call(self._app))
         if not (plan.fn_is_async or plan.fn_threaded):  # an inline function, or a generator
             refuse_generator(plan, "container.run")
         if plan.value_types:

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import operator
 import types
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._engine.executor import EMPTY, HOT_AFTER, is_cold
 from .._graph.plan import Plan, direct_shape
-from .._vocabulary.scopes import Scope
+from .._vocabulary.scopes import Scope, app_and_call
 from .plans import check_scopes
 
 if TYPE_CHECKING:
@@ -50,6 +49,9 @@ if TYPE_CHECKING:
 
 __all__ = ("Launcher", "on_hot")
 
+_OPEN = frozenset({Scope.APP, Scope.CALL})
+"""The scopes a start with no scope object runs in: the container's, and its own call."""
+
 
 class Launcher:
     """How one caller starts one function's plan, with no scope object when it can.
@@ -58,13 +60,14 @@ class Launcher:
     launcher = Launcher(container, plan)            # an integration's, keyed by itself
     start = launcher.ready.get(launcher)            # the hot path: one look-up
     start = start or launcher.prepare()             # else checked now (None: take a call scope)
-    await start(kwargs, values, kept, launcher.app_scope(container), None, plan.fn)
+    await start(kwargs, values, launcher.scopes(kept), plan.fn)
     ```
 
     A start takes ``(kwargs)`` when *values* is False (`Container.run`, a tool that takes
-    nothing from its request), else ``(kwargs, values, call, app, session, body)``: the
-    framework values, the `Kept` that collects the CALL resources when *keep* (else None),
-    the APP scope (`app_scope`), None, and the plan's function. `prepare` checks the plan
+    nothing from its request), else ``(kwargs, values, scopes, body)``: the framework
+    values, the scopes it runs in as one tuple (`scopes`: the container's APP scope and,
+    in the CALL scope's place, the `Kept` that collects the CALL resources when *keep*,
+    else None), and the plan's function. `prepare` checks the plan
     and puts its start in the container's ready table (`ready`, under *key*: the launcher
     itself unless given), which the container empties whenever an entry may be wrong (a
     new provider or value type, ``concurrent`` or ``call_timeout`` set, the APP scope
@@ -76,7 +79,7 @@ class Launcher:
         container: the container whose plan it starts.
         plan: the plan, as compiled for the caller's function.
         key: the ready table's key for this start (`Container.run` keys by function).
-        values: whether the start takes framework values (the six-argument convention).
+        values: whether the start takes framework values (the four-argument convention).
         keep: leave the CALL resources open in a `Kept` the caller closes later (a web
             response's); else the generated code tears them down itself.
         asker: the caller can answer questions, so a plan that may ask takes a call scope.
@@ -102,10 +105,6 @@ class Launcher:
         "values",
     )
 
-    app_scope: Callable[[Container], Any] = operator.attrgetter("_app")
-    """*container*'s open APP scope, or None: what a start takes as its ``app`` (a C-level
-    getter, cheap enough for a hot path)."""
-
     def __init__(
         self,
         container: Container,
@@ -130,6 +129,14 @@ class Launcher:
         self.checked: Plan | None = None  # the plan `direct` last judged, and its answer
         self.refused = False
 
+    def scopes(self, kept: Any = None) -> tuple[Any, ...]:
+        """The scopes a start runs in, as the tuple it takes (see
+        `resolvent._vocabulary.scopes.SLOTS`): the container's APP scope as open now (or
+        None), no scope between APP and CALL (a plan that needs one takes a scope object),
+        and *kept* (a `Kept`, when `kept` says the start takes one, else None) as the
+        CALL scope."""
+        return app_and_call(self.container._app, kept)
+
     @property
     def blocks(self) -> list[int]:
         """The container's open override blocks, in every context (a list as a counter):
@@ -144,7 +151,7 @@ class Launcher:
 
     def direct(self, plan: Plan) -> bool:
         """Whether *plan* can start with no scope object for this caller."""
-        if Scope.SESSION in plan.scopes or (plan.needs_call and not direct_shape(plan.steps)):
+        if plan.scopes - _OPEN or (plan.needs_call and not direct_shape(plan.steps)):
             return False
         if self.asker and any(step.may_ask for step in plan.steps):
             return False
@@ -167,10 +174,10 @@ class Launcher:
             self.plan = plan
             if not self.scoped:
                 return None
-            check_scopes(plan, container._app, None)
+            check_scopes(plan, self.scopes())
             start: Starter = self._in_call
         else:
-            check_scopes(plan, container._app, None)
+            check_scopes(plan, self.scopes())
             if plan is not self.plan or self.start is None:
                 self.plan, self.start = plan, self._choose(plan)
             elif not self.values and self.start is not self.cold:
@@ -202,8 +209,8 @@ class Launcher:
 
     def _entry(self, plan: Plan) -> Starter:
         entry: Starter = plan.entry_fn
-        if Scope.APP in plan.scopes:
-            return types.MethodType(entry, self.container._app)
+        if plan.scopes - {Scope.CALL}:  # it takes the scopes: bound to those open now
+            return types.MethodType(entry, self.scopes())
         return entry
 
     def _keep(self, start: Starter) -> None:
@@ -231,7 +238,7 @@ class Launcher:
         only started so never needs ``run``), which the ready table holds from then on."""
         if self.plan is not plan or self.count < HOT_AFTER:  # not hot, or replaced since
             self.count += 1
-            return await plan.run_fn(kwargs, EMPTY, None, self.container._app, None, plan.fn)
+            return await plan.run_fn(kwargs, EMPTY, self.scopes(), plan.fn)
         if self.key is self:
             # An integration's plan also runs in call scopes (a request that needs one),
             # which run its ``run``: made now too, once. `Container.run` never needs it.
@@ -250,7 +257,7 @@ class Launcher:
             async with container.call() as call:
                 return await call.run(plan, **kwargs)
         async with container.call() as scope:
-            return await plan.run_fn(kwargs, EMPTY, scope, container._app, None, plan.fn)
+            return await plan.run_fn(kwargs, EMPTY, self.scopes(scope), plan.fn)
 
     async def launch(
         self, kwargs: dict[str, Any], values: Any = EMPTY, kept: Any = None
@@ -263,10 +270,8 @@ class Launcher:
             return False, None
         if not self.values:
             return True, await start(kwargs)
-        plan = self.plan
-        return True, await start(
-            kwargs, values, kept if self.kept else None, self.container._app, None, plan.fn
-        )
+        scopes = self.scopes(kept if self.kept else None)
+        return True, await start(kwargs, values, scopes, self.plan.fn)
 
 
 def on_hot(plan: Plan, callback: Callable[[Callable[..., Any]], None]) -> None:

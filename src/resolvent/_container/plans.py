@@ -18,10 +18,9 @@ from .._graph.plan import Plan
 from .._graph.registry import Registry, resolver_key
 from .._reading.annotations import type_name
 from .._reading.kinds import Kind
-from .._runtime.cache import LiveScope
 from .._vocabulary.errors import ResolventError
 from .._vocabulary.markers import Resolve, is_inline
-from .._vocabulary.scopes import Scope
+from .._vocabulary.scopes import SLOTS, Scope
 
 __all__ = (
     "PlanCache",
@@ -291,23 +290,38 @@ async def _not_yet(*args: Any) -> Any:
     raise AssertionError("a traced plan's run is set as soon as the plan is made")
 
 
-def check_scopes(plan: Plan, app: LiveScope | None, session: LiveScope | None) -> None:
-    """Refuse *plan* if a scope it needs is not open (*app*: the container's APP scope)."""
-    if app is None and plan.scopes - {Scope.CALL}:
+def check_scopes(plan: Plan, scopes: tuple[Any, ...]) -> None:
+    """Refuse *plan* if a scope it needs is not open in *scopes*, the scopes tuple it would
+    run in (see `resolvent._vocabulary.scopes.SLOTS`)."""
+    inner = sorted(plan.scopes - {Scope.APP, Scope.CALL}, reverse=True)
+    if scopes[SLOTS[Scope.APP]] is None and plan.scopes - {Scope.CALL}:
         shared = [s for s in plan.steps if s.scope is not Scope.CALL]
         names = ", ".join(f"{s.name} ({s.scope.name})" for s in shared)
         raise ResolventError(
             f"{plan.name} needs shared values ({names}) but the container is not open "
             "(never opened, or already closed).\n"
             "  fix: run it inside `async with container:` (or the server lifespan)"
-            + ("" if Scope.SESSION not in plan.scopes else ", in a container.session()")
+            + "".join(f", in {_OPENED_BY[scope][1]}" for scope in inner)
         )
-    if session is None and Scope.SESSION in plan.scopes:
-        names = ", ".join(s.name for s in plan.steps if s.scope is Scope.SESSION)
-        raise ResolventError(
-            f"{plan.name} needs SESSION-scoped values ({names}) but runs outside a session.\n"
-            "  fix: `async with container.session() as session: await session.run(...)`"
-        )
+    for scope in inner:
+        if scopes[SLOTS[scope]] is None:
+            names = ", ".join(s.name for s in plan.steps if s.scope is scope)
+            noun, _, fix = _OPENED_BY[scope]
+            raise ResolventError(
+                f"{plan.name} needs {scope.name}-scoped values ({names}) but runs outside "
+                f"{noun}.\n  fix: {fix}"
+            )
+
+
+_OPENED_BY: dict[Scope, tuple[str, str, str]] = {
+    Scope.SESSION: (
+        "a session",
+        "a container.session()",
+        "`async with container.session() as session: await session.run(...)`",
+    ),
+}
+"""How a user opens each scope between APP and CALL, for `check_scopes`' messages: outside
+what, in what, and the fix."""
 
 
 def refuse_generator(plan: Plan, runner: str) -> None:

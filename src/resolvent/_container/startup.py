@@ -13,6 +13,7 @@ from .._engine.interpreter import run_step
 from .._graph.plan import Plan
 from .._runtime.cache import LiveScope
 from .._vocabulary.errors import ResolventError
+from .._vocabulary.scopes import app_and_call
 
 __all__ = ("register_start_check", "run_start_checks", "start_values", "starting")
 
@@ -54,7 +55,8 @@ async def start_values(plan: Plan, app: LiveScope) -> None:
     vals: dict[int, Any] = {}  # by step index
     for step in plan.steps:
         try:
-            vals[step.index] = await run_step(step, vals, cast(Any, None), EMPTY, EMPTY, app, None)
+            scopes = app_and_call(app)
+            vals[step.index] = await run_step(step, vals, cast(Any, None), EMPTY, EMPTY, scopes)
         except Exception as error:
             from .._vocabulary.log import logger  # only when something failed
 

@@ -19,7 +19,7 @@ from .._runtime.resources import enter, hold, open_resource, plain_cell
 from .._runtime.sharing import MISSING
 from .._runtime.teardown import GENERATED_NAMES, emit_close, emit_open
 from .._vocabulary.questions import QUESTION_KINDS, Answered, as_outcome
-from .._vocabulary.scopes import Scope
+from .._vocabulary.scopes import CALL_SLOT, SLOTS, Scope
 
 if TYPE_CHECKING:
     from .._graph.plan import Input, Step
@@ -208,23 +208,26 @@ def generate(
     *arguments* are the names of the function's own parameters, which the caller passes.
     A fourth, ``entry``, is what `Container.run` starts: ``run`` (or ``direct``, when
     the plan has CALL resources) for a call with no call scope, no framework values and
-    no session, which it does not take: ``entry(args)``, or ``entry(app, args)`` for a
-    plan with APP values (the container binds *app*). It calls *body*, the plan's own
-    function, itself: whoever starts it has checked that this is the function it was
-    given (see `Container.run`). A fifth, ``kept``, is
-    ``direct`` that leaves the CALL resources open: it takes, as *call*, the exits (a
-    `Kept`) where it lists each one once open, and the caller closes them later (a web
+    no session, which it does not take: ``entry(args)``, or ``entry(scopes, args)`` for
+    a plan with APP values (the container binds *scopes*, where only APP is open). It
+    calls *body*, the plan's own function, itself: whoever starts it has checked that
+    this is the function it was given (see `Container.run`). A fifth, ``kept``, is
+    ``direct`` that leaves the CALL resources open: it takes, as its call scope, the
+    exits (a `Kept`) where it lists each one once open, and the caller closes them later (a web
     request's, after its response is sent), also when this function raises; it takes no
     call scope, so it records no value for one to share. An entry's call whose
     arguments are exactly *arguments* reads them once into local variables; any other
     goes on in ``entry_any``, the same code reading them from *args*, generated on the
     first such call.
+    Every variant but the entry takes ``(args, values, scopes, body)``: the scopes as one
+    tuple (see `resolvent._vocabulary.scopes.SLOTS`), never one parameter each, so the
+    code reads a scope's live values wherever `SLOTS` puts it, whichever scopes exist.
     Resolvers, and the handler when it is *body*, are passed their values by position
     where their code takes them so (`positional`).
     Returns its source and, with *build*, the compiled function; a failure inside it is
     mapped back to its step by line number.
     """
-    scopes = {s.scope for s in steps}
+    used = {s.scope for s in steps}
     call_resources = any(s.kind.is_resource and s.scope is Scope.CALL for s in steps)
     entry = variant == "entry" or variant == "entry_any"
     kept = variant == "kept"
@@ -232,12 +235,12 @@ def generate(
     w = _Writer()
     ns = w.namespace
     if entry:
-        assert Scope.SESSION not in scopes and all(
+        assert used <= {Scope.APP, Scope.CALL} and all(
             i.source != "value" for i in (*inputs, *(i for s in steps for i in s.inputs))
-        ), "an entry runs with no session and no framework values"
+        ), "an entry runs with only the APP scope open and no framework values"
         assert body is not None, "an entry calls the plan's own function"
         # What the other variants take as parameters: the same for every call.
-        ns.update(values=_NO_VALUES, call=None, session=None, body=body)
+        ns.update(values=_NO_VALUES, call=None, body=body)
     ns.update(
         MISSING=MISSING,
         Answered=Answered,
@@ -300,20 +303,21 @@ def generate(
     )
     context.direct, context.kept, context.order = direct, kept, order
     if not entry:
-        context.emit(f"async def {variant}(args, values, call, app, session, body):", None)
+        context.emit(f"async def {variant}(args, values, scopes, body):", None)
     else:
-        # `body`, the plan's own function, is a global here (see above).
-        app = "app, " if Scope.APP in scopes else ""
+        # `body`, the plan's own function, is a global here (see above); the scopes
+        # only for a plan with APP values.
+        taken = "scopes, " if used - {Scope.CALL} else ""
         if variant == "entry_any":
             # Any call: the arguments read from *args* as given.
-            context.emit(f"async def entry_any({app}args):", None)
+            context.emit(f"async def entry_any({taken}args):", None)
         else:
             # The call with exactly the handler's own arguments: each read once, here.
             # Any other goes on in `entry_any`, generated on the first such call (see
             # `_deferred`): most handlers are always called with the same arguments.
             local = {n: f"a{k}" for k, n in enumerate(arguments)}
-            w.emit(f"async def entry({app}args):")
-            other = f"return await entry_any({app}args)"
+            w.emit(f"async def entry({taken}args):")
+            other = f"return await entry_any({taken}args)"
             if arguments:
                 w.emit(f"    if len(args) != {len(arguments)}: {other}")
                 w.emit("    try:")
@@ -385,7 +389,7 @@ def _deferred(
     """An entry's ``entry_any``, generated by *make* on its first call, which then puts
     it in the entry's namespace *ns* in its own place."""
 
-    async def entry_any(*given: Any) -> Any:  # (app,) args
+    async def entry_any(*given: Any) -> Any:  # (scopes,) args
         function = make()[1]
         assert function is not None
         ns["entry_any"] = function
@@ -432,7 +436,7 @@ class _Function:
     def emit(self, header: str | None, local: Mapping[str, str] | None) -> None:
         w, steps, inputs, variant = self.w, self.steps, self.inputs, self.variant
         direct, kept, fused, root_name = self.direct, self.kept, self.fused, self.name
-        scopes = {s.scope for s in steps}
+        used = {s.scope for s in steps}
         call_resources = any(s.kind.is_resource and s.scope is Scope.CALL for s in steps)
         entry = variant == "entry" or variant == "entry_any"
         body: list[tuple[str, int]] = []
@@ -465,9 +469,8 @@ class _Function:
             s = w.const("S", step)
             call_args = _call_args(w, step, self.at, local)
             v = f"v{step.index}"
-            if step.scope is not Scope.CALL:
-                cache = "app_cache" if step.scope is Scope.APP else "session_cache"
-                live = "app" if step.scope is Scope.APP else "session"
+            if step.scope is not Scope.CALL:  # its scope's live values (see `_cache`)
+                cache, live = _cache(step.scope), f"scopes[{SLOTS[step.scope]}]"
                 k = w.const("K", step.key)
                 make = f"partial({fn}, {call_args})" if call_args else fn
                 body.append((f"{v} = {cache}.get({k}, MISSING)", step.index))
@@ -524,6 +527,8 @@ class _Function:
         call_steps = [s for s in steps if s.scope is Scope.CALL]
         if header is not None:
             w.emit(header)
+        if not entry:  # an entry has no call scope: its `call` is a global None
+            w.emit(f"    call = scopes[{CALL_SLOT}]")
         # `direct` wraps the resolution and the call in the teardown of its resources;
         # `kept` leaves them open in the exits it is given as *call*.
         pad = "    " * (1 + (direct and not kept))
@@ -531,10 +536,8 @@ class _Function:
             emit_open(w.emit, kept=kept, holds=self.holds)
         w.emit(f"{pad}try:")
         opened = len(w.lines)
-        if Scope.APP in scopes:
-            w.emit(f"{pad}    app_cache = app.cache")
-        if Scope.SESSION in scopes:
-            w.emit(f"{pad}    session_cache = session.cache")
+        for scope in sorted(used - {Scope.CALL}, reverse=True):
+            w.emit(f"{pad}    {_cache(scope)} = scopes[{SLOTS[scope]}].cache")
         if call_resources and not direct:
             w.emit("        exits = call.exits")
         for text, index in body:
@@ -582,3 +585,8 @@ class _Function:
     def _teardown(self) -> None:
         resources = [t for t in self.steps if t.scope is Scope.CALL and t.kind.is_resource]
         emit_close(self.w.emit, self.w.const, resources, holds=self.holds)
+
+
+def _cache(scope: Scope) -> str:
+    """The local that holds *scope*'s live values in generated code (``app_cache``)."""
+    return f"{scope.name.lower()}_cache"

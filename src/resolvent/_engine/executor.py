@@ -9,10 +9,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .._graph.plan import Step, direct_shape
-from .._runtime.cache import LiveScope
 from .._runtime.sharing import MISSING, Sharing
 from .._vocabulary.errors import CallTimeout
 from .._vocabulary.questions import Asker
+from .._vocabulary.scopes import CALL_SLOT
 from .interpreter import interpret, interpret_alone, run_concurrently, run_step
 
 if TYPE_CHECKING:
@@ -75,22 +75,20 @@ def cold_runner(plan_ref: list[Any]) -> Callable[..., Coroutine[Any, Any, Any]]:
     async def run(
         args: dict[str, Any],
         values: Mapping[Any, Any],
-        call: Any,
-        app: LiveScope | None,
-        session: LiveScope | None,
+        scopes: tuple[Any, ...],
         body: Callable[..., Any],
     ) -> Any:
         nonlocal calls, alone
         plan = plan_ref[0]
-        if call is not None or calls >= HOT_AFTER:
-            return await plan.heat()(args, values, call, app, session, body)
+        if scopes[CALL_SLOT] is not None or calls >= HOT_AFTER:
+            return await plan.heat()(args, values, scopes, body)
         calls += 1
         if alone is None:
             alone = not any(s.may_ask for s in plan.steps)
         if alone:
-            kwargs = await interpret_alone(plan, args, values, app, session)
+            kwargs = await interpret_alone(plan, args, values, scopes)
         else:
-            kwargs = await interpret(plan, _NoCall(), args, values, app, session, concurrent=False)
+            kwargs = await interpret(plan, _NoCall(), args, values, scopes, concurrent=False)
         ret = body(**args, **kwargs)
         return (await ret) if plan.fn_is_async else ret
 

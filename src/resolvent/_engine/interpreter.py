@@ -14,13 +14,12 @@ import anyio
 
 from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
-from .._runtime.cache import LiveScope
 from .._runtime.context import adopt, keep
 from .._runtime.resources import enter
 from .._runtime.sharing import MISSING, Creation, Sharing, claim, release
 from .._runtime.teardown import Exits
 from .._vocabulary.questions import QUESTION_KINDS, Answered, as_outcome
-from .._vocabulary.scopes import Scope
+from .._vocabulary.scopes import SLOTS, Scope
 
 if TYPE_CHECKING:
     from .._graph.plan import Input, Plan, Step
@@ -87,8 +86,7 @@ async def run_step(
     call: CallLike,
     args: Mapping[str, Any],
     values: Mapping[Any, Any],
-    app: LiveScope | None,
-    session: LiveScope | None,
+    scopes: tuple[Any, ...],
 ) -> Any:
     # `_kwargs` and `_argument`, inline: a Python call per input costs more than the rest.
     kwargs: dict[str, Any] = {}
@@ -112,7 +110,7 @@ async def run_step(
         else:
             kwargs[item.name] = values[item.value_type]
     if step.scope is not _CALL:
-        live = app if step.scope is Scope.APP else session
+        live = scopes[_SLOTS[step.scope]]
         assert live is not None
         value = live.cache.get(step.key, MISSING)
         if value is MISSING:
@@ -166,6 +164,7 @@ async def run_step(
 
 
 _CALL = Scope.CALL  # module globals: read per step, cheaper than an enum class attribute
+_SLOTS = SLOTS
 _ASYNC = Kind.ASYNC
 _SYNC = Kind.SYNC
 
@@ -175,12 +174,15 @@ async def interpret(
     call: CallLike,
     args: Mapping[str, Any],
     values: Mapping[Any, Any],
-    app: LiveScope | None,
-    session: LiveScope | None,
+    scopes: tuple[Any, ...],
     *,
     concurrent: bool,
 ) -> dict[str, Any]:
-    """Resolve *plan* step by step (or concurrently) and return the injected kwargs."""
+    """Resolve *plan* step by step (or concurrently) and return the injected kwargs.
+
+    *scopes* is the scopes tuple generated code takes (`resolvent._vocabulary.scopes.SLOTS`),
+    of which the interpreter reads the live scopes but CALL's: its call scope is *call*,
+    which for a plan started with none is a memo for this call only."""
     sharing = call.sharing
     if sharing is None:
         sharing = call.sharing = Sharing()
@@ -190,11 +192,11 @@ async def interpret(
         vals: dict[int, Any] = {}
         if concurrent and len(plan.steps) > 1:
             vals = dict.fromkeys([s.index for s in plan.steps], MISSING)
-            await run_concurrently(plan, vals, call, args, values, app, session)
+            await run_concurrently(plan, vals, call, args, values, scopes)
         else:
             for step in plan.steps:
                 try:
-                    vals[step.index] = await run_step(step, vals, call, args, values, app, session)
+                    vals[step.index] = await run_step(step, vals, call, args, values, scopes)
                 except BaseException as exc:
                     from .._runtime.failures import explain  # only when something failed
 
@@ -215,15 +217,14 @@ async def interpret_alone(
     plan: Plan,
     args: Mapping[str, Any],
     values: Mapping[Any, Any],
-    app: LiveScope | None,
-    session: LiveScope | None,
+    scopes: tuple[Any, ...],
 ) -> dict[str, Any]:
     """`interpret` for a resolution nobody shares (no call scope, no concurrency) of a plan
     whose steps never ask and whose CALL steps are plain functions, on the loop: each
     value is made here, so there is nothing to claim from another resolution or to
     memoize beyond the plan's own list of values. What a cold plan's first calls run."""
     vals: dict[int, Any] = {}  # by step index (a slot: see `Step`)
-    call_scope, is_async = Scope.CALL, Kind.ASYNC
+    call_scope, is_async, slots = Scope.CALL, Kind.ASYNC, SLOTS
     for step in plan.steps:
         try:
             kwargs: dict[str, Any] = {}
@@ -244,7 +245,7 @@ async def interpret_alone(
                 else:  # a sync function run inline (`cold_shape`: no thread, no resource)
                     value = step.fn(**kwargs)
             else:
-                live = app if scope is Scope.APP else session
+                live = scopes[slots[scope]]
                 assert live is not None
                 value = live.cache.get(step.key, MISSING)
                 if value is MISSING:
@@ -268,8 +269,7 @@ async def run_concurrently(
     call: CallLike,
     args: Mapping[str, Any],
     values: Mapping[Any, Any],
-    app: LiveScope | None,
-    session: LiveScope | None,
+    scopes: tuple[Any, ...],
 ) -> None:
     """Run independent branches at once; a step starts when its inputs are ready.
 
@@ -303,7 +303,7 @@ async def run_concurrently(
 
     async def run(index: int) -> None:
         try:
-            vals[index] = await run_step(steps[index], vals, call, args, values, app, session)
+            vals[index] = await run_step(steps[index], vals, call, args, values, scopes)
         except BaseException as exc:
             from .._runtime.failures import explain  # only when something failed
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._reading.kinds import Kind
 from .._vocabulary.errors import CallTimeout, ResolventError
-from .._vocabulary.scopes import Scope
+from .._vocabulary.scopes import SLOTS, Scope
 from .executor import PLAN_CODE
 
 if TYPE_CHECKING:
@@ -499,24 +499,27 @@ def _call_attributes(plan: Plan, mode: str) -> dict[str, Any]:
     return {FUNCTION: plan.name, SCOPES: scopes, MODE: mode}
 
 
-Outer = tuple[tuple[Hashable, bool, dict[str, Any]], ...]
+Outer = tuple[tuple[Hashable, int, dict[str, Any]], ...]
 
 
 def _outer(plan: Plan) -> Outer:
-    """*plan*'s APP and SESSION steps: (key, whether APP, the attributes of its memo hit)."""
+    """*plan*'s steps of every scope but CALL: (key, its scope's place in a scopes tuple,
+    the attributes of its memo hit)."""
     return tuple(
-        (step.key, step.scope is Scope.APP, {FUNCTION: step.name, SCOPE: step.scope.name})
+        (step.key, SLOTS[step.scope], {FUNCTION: step.name, SCOPE: step.scope.name})
         for step in plan.steps
         if step.scope is not Scope.CALL
     )
 
 
-def _memo_hits(span: Span, outer: Outer, app: Any, session: Any) -> None:
+def _memo_hits(span: Span, outer: Outer, scopes: tuple[Any, ...] | None) -> None:
     """An event on the call's *span* for each value of *outer* its scope holds already
-    (*app*, *session*: the live scopes, or None): the call takes it from the memo, and
-    its resolver does not run (no span)."""
-    for key, in_app, attributes in outer:
-        live = app if in_app else session
+    (*scopes*: the scopes tuple the call runs in, see `SLOTS`): the call takes it from the
+    memo, and its resolver does not run (no span)."""
+    if scopes is None:
+        return
+    for key, slot, attributes in outer:
+        live = scopes[slot]
         if live is not None and key in live.cache:
             span.add_event(MEMO_HIT, attributes)
 
@@ -528,8 +531,8 @@ def _call_span(
     tracer, name = _tracer(), f"call {plan.name}"
     attributes = _call_attributes(plan, mode)
     outer = _outer(plan)
-    # Where the variant takes the live scopes: ``entry(app, args)`` (``app`` only for a
-    # plan with APP values; never a session), else ``(args, values, call, app, session, body)``.
+    # Where the variant takes the scopes tuple: ``entry(scopes, args)`` (only for a plan
+    # with APP values), else ``(args, values, scopes, body)``.
     entry = variant.startswith("entry")
 
     async def traced(*args: Any) -> Any:
@@ -541,9 +544,9 @@ def _call_span(
         ) as span:
             if outer:
                 if entry:
-                    _memo_hits(span, outer, args[0] if len(args) == 2 else None, None)
+                    _memo_hits(span, outer, args[0] if len(args) == 2 else None)
                 else:
-                    _memo_hits(span, outer, args[3], args[4])
+                    _memo_hits(span, outer, args[2])
             try:
                 return await function(*args)
             except BaseException as error:
@@ -612,7 +615,7 @@ async def run_traced(call: Any, plan: Plan, kwargs: dict[str, Any]) -> Any:
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
-        _memo_hits(span, _outer(plan), call._container._app, call._session)
+        _memo_hits(span, _outer(plan), call._scopes())
         if rounds is not None:  # carried to the next round, if there is one
             context = first if first is not None else span.get_span_context()
             rounds.asking[_ROUND_KEY] = f"{number} {context.trace_id:032x} {context.span_id:016x}"

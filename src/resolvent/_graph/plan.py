@@ -364,8 +364,8 @@ class Plan(Frozen):
     def entry_fn(self) -> Callable[..., Any]:
         """The generated ``entry`` function (what `Container.run` starts: ``run``, or
         ``direct`` with CALL resources, for a call with no call scope, framework values or
-        session); made on first use. Only for a plan with no SESSION step and no framework
-        value whose CALL resources need no call scope."""
+        session); made on first use. Only for a plan with no step of a scope between APP
+        and CALL, no framework value, and CALL resources that need no call scope."""
         function = self._entry
         if function is None:
             function = self.code.function(self, "entry")
@@ -542,7 +542,7 @@ class Plan(Frozen):
             out.append(
                 f'  s{step.index} [label="{step.name}\\n{step.scope.name} · '
                 f'{step.kind.value}{ask}", '
-                f'fillcolor="{colours[step.scope]}"];'
+                f'fillcolor="{colours.get(step.scope, "#f3f4f6")}"];'
             )
         out.append(f'  root [label="{self.name}", shape=oval, fillcolor="#f3f4f6"];')
         seen: set[str] = set()
@@ -561,12 +561,13 @@ class Plan(Frozen):
 
 def direct_shape(steps: tuple[Step, ...]) -> bool:
     """True if generated code can run *steps* without a call scope: every CALL resource
-    is set up and torn down in the caller's task (async, or sync run inline)."""
+    is set up and torn down in the caller's task (async, or sync run inline), and no step
+    is of a scope between APP and CALL, which only a scope object opens."""
     return all(
         s.kind is Kind.ASYNC_GENERATOR or s.kind is Kind.ASYNC_CONTEXT_MANAGER or s.inline
         for s in steps
         if s.scope is Scope.CALL and s.kind.is_resource
-    ) and all(s.scope is not Scope.SESSION for s in steps)
+    ) and all(s.scope is Scope.CALL or s.scope is Scope.APP for s in steps)
 
 
 K = TypeVar("K")

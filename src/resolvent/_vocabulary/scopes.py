@@ -1,13 +1,17 @@
-"""The scopes: the ordered lifetimes APP > SESSION > CALL, and nothing else.
+"""The scopes: the ordered lifetimes APP > SESSION > CALL, and where each one's live scope
+sits in a scopes tuple (`SLOTS`).
 
-Plain data that every layer reads; never imports another module of the package.
+Plain data that every layer reads; never imports another module of the package. A scope
+is added here (its member, in order of lifetime) and in what opens it and checks it is
+open (`resolvent._container.plans.check_scopes`): the code that runs plans reads every
+scope through `SLOTS`, and names none but CALL and APP.
 """
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ("Scope",)
+__all__ = ("CALL_SLOT", "SLOTS", "Scope", "app_and_call")
 
 
 class Scope(enum.IntEnum):
@@ -28,3 +32,24 @@ class Scope(enum.IntEnum):
         return f"Scope.{self.name}"
 
     __str__ = __repr__
+
+
+SLOTS: dict[Scope, int] = {s: n for n, s in enumerate(sorted(Scope, reverse=True))}
+"""Each scope's place in a scopes tuple, longest-lived first: APP 0, SESSION 1, CALL 2.
+
+A scopes tuple is how the scopes a plan runs in travel together, one entry per scope,
+never one parameter each: the live scope (`resolvent._runtime.cache.LiveScope`) of each
+scope but CALL, or None when it is not open; at CALL, the call scope (a `Call`), the
+exits a ``kept`` function lists its resources in (a `Kept`), or None. Generated code
+takes it as ``scopes`` and the interpreter reads it the same way."""
+
+CALL_SLOT = SLOTS[Scope.CALL]
+"""Where the CALL scope sits in a scopes tuple: last."""
+
+_BETWEEN = (None,) * (len(Scope) - 2)  # the entries between APP (first) and CALL (last)
+
+
+def app_and_call(app: object, call: object = None) -> tuple[object, ...]:
+    """A scopes tuple (`SLOTS`) where no scope is open but APP's, *app* (or None), and
+    CALL's, *call*: what a plan started with no scope object between the two runs in."""
+    return (app, *_BETWEEN, call)

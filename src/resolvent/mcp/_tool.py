@@ -204,13 +204,12 @@ class _Tool:
             )
         returns = hints.get("return", inspect.Signature.empty)
         run = self.run
-        container = self.container
         # The container's table of checked starts (see `Launcher`): `run` enters this
         # tool's once a call took that path, and the container empties it whenever the
         # answer may change.
         launcher = self.launcher
         ready, blocks, overrides = launcher.ready, launcher.blocks, launcher.override_var
-        app_scope = launcher.app_scope
+        scopes = launcher.scopes
         tool, takes_ctx, ctx_name, body = self, self.takes_ctx, self.ctx_name, fn
         own_flow = types.InputRequiredResult
 
@@ -243,10 +242,8 @@ class _Tool:
             # object; what `run` checked holds until the table is emptied.
             ctx = kwargs.pop(ctx_name, None) if takes_ctx else None
             try:
-                result = await start(
-                    kwargs, {Context: ctx} if takes_ctx else _NO_VALUES, None, app_scope(container),
-                    None, body,
-                )  # fmt: skip
+                values = {Context: ctx} if takes_ctx else _NO_VALUES
+                result = await start(kwargs, values, scopes(), body)
             except StateError as exc:
                 raise state_refusal(ctx, tool.plan, exc) from None
             try:
