@@ -58,9 +58,9 @@ class StateStore(Protocol):
         lease held by *token* itself is no obstacle. The value lives at least as long as
         the lease (its absolute deadline permitting), however short its idle time.
 
-        A store whose requests can reach it after their caller gave up (over a network)
-        takes no lease for such a request: the caller is gone, and nobody would hold or
-        release it.
+        A store whose requests can reach it after their caller gave up (over a network,
+        or after waiting for another process's lock) takes no lease for such a request:
+        the caller is gone, and nobody would hold or release it.
         """
         ...
 

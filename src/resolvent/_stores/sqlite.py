@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import queue
 import random
@@ -49,6 +50,7 @@ CREATE TABLE IF NOT EXISTS resolvent_receipt (
 )
 _WHERE = "kind = ? AND owner = ? AND handle = ?"
 _BUSY: Any = object()
+_GONE: Any = object()  # a lease request that got the write lock after its caller gave up
 _ATTEMPT = 0.05  # seconds one statement waits inside SQLite for another writer
 
 
@@ -87,8 +89,10 @@ class SqliteStore:
     Each operation is one short ``BEGIN IMMEDIATE`` transaction in a worker thread
     (``sqlite3`` blocks; this runs on asyncio and trio alike), so it is atomic against
     every other process; a save is a compare-and-set on the lease in SQL. The file is in
-    WAL mode, and a connection waits up to *busy_timeout* for another writer. A thread
-    of the store deletes expired rows every *sweep* seconds.
+    WAL mode, and a connection waits up to *busy_timeout* for another writer; a lease
+    request that gets the write lock only after its caller's deadline (a call_timeout
+    that struck meanwhile) takes nothing. A thread of the store deletes expired rows
+    every *sweep* seconds.
 
     A file that cannot be used (its directory gone, the file removed or replaced, not a
     database, a disk I/O error), or a write lock another connection holds past
@@ -279,17 +283,27 @@ class SqliteStore:
         self._pool.put(conn)
         return result
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _run(self, fn: Callable[..., T], *args: Any, leasing: bool = False) -> T:
         # A thread is not abandoned on cancellation (a transaction that started finishes),
         # so one attempt waits at most _ATTEMPT for another connection's write lock inside
         # SQLite; the wait between attempts is this task's own and ends when the call is
         # cancelled (its call_timeout), up to busy_timeout in all.
         # A file that cannot be used, or a lock held past busy_timeout, is StoreUnavailable.
+        # *leasing*: *fn* takes one more argument, the moment the caller stops waiting (on
+        # the store's clock), and answers _GONE if it got the write lock later than that,
+        # having taken nothing: the caller is gone, and nobody would hold or release it.
         give_up: float | None = None
         pause = 0.001
         while True:
             try:
-                return await anyio.to_thread.run_sync(self._with, fn, *args)
+                if not leasing:
+                    return await anyio.to_thread.run_sync(self._with, fn, *args)
+                asking: tuple[Any, ...] = (*args, self._gives_up())
+                found = await anyio.to_thread.run_sync(self._with, fn, *asking)
+                if found is not _GONE:
+                    return found
+                # The caller's deadline passed: its cancellation comes with the pause
+                # below (or, on a wall clock that jumped ahead, the next attempt).
             except sqlite3.Error as exc:
                 if not _busy(exc):
                     if _lost(exc):
@@ -302,6 +316,12 @@ class SqliteStore:
                     raise self._unavailable(exc) from exc
             await anyio.sleep(pause * (0.5 + random.random()))
             pause = min(pause * 2, 0.02)
+
+    def _gives_up(self) -> float:
+        """When the caller of the operation under way stops waiting for its answer (its
+        deadline: a call_timeout, a cancel scope's), on the store's clock."""
+        left = anyio.current_effective_deadline() - anyio.current_time()
+        return math.inf if left == math.inf else self._clock() + left
 
     # -- the protocol --------------------------------------------------------------------
 
@@ -322,7 +342,7 @@ class SqliteStore:
 
     async def load(self, key: StateKey, idle: float, token: str, lease: float) -> bytes | None:
         """The value, optionally leased (see `StateStore.load`)."""
-        found = await self._run(self._load, key, idle, token, lease)
+        found = await self._run(self._load, key, idle, token, lease, None, leasing=lease > 0)
         if found is _BUSY:
             raise StateConflict(f"{key.kind} {key.handle!r} is leased by another call")
         return found  # type: ignore[no-any-return]
@@ -332,7 +352,7 @@ class SqliteStore:
     ) -> tuple[bytes | None, bytes | None]:
         """`load`, and the result a save kept under *name* (see `recall`), in one
         transaction."""
-        found = await self._run(self._load, key, idle, token, lease, name)
+        found = await self._run(self._load, key, idle, token, lease, name, leasing=lease > 0)
         if found is _BUSY:
             raise StateConflict(f"{key.kind} {key.handle!r} is leased by another call")
         return found  # type: ignore[no-any-return]
@@ -345,10 +365,14 @@ class SqliteStore:
         token: str,
         lease: float,
         name: str | None = None,
+        gives_up: float = math.inf,
     ) -> Any:
         conn.execute("BEGIN IMMEDIATE")
         try:
             now = self._clock()
+            if now > gives_up:  # the write lock came after the caller gave up: take nothing
+                conn.execute("ROLLBACK")
+                return _GONE
             row = conn.execute(
                 f"SELECT data, expires, deadline, lease, lease_until FROM resolvent_state "
                 f"WHERE {_WHERE}",
