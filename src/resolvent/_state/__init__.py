@@ -168,7 +168,7 @@ class Ledger:
     def __init__(self) -> None:
         self.token = secrets.token_hex(8)  # the lease owner for every edit in this call
         self.loaded: dict[tuple[int, StateKey], Loaded] = {}
-        self.written: list[str] = []  # "cart 'H'", for messages
+        self.written: list[tuple[str, str]] = []  # (kind, handle) written, for messages
         self.refused = False  # a write was refused: the call's other writes are not made
 
     def entry(self, store: StateStore, key: StateKey) -> Loaded | None:

@@ -81,8 +81,8 @@ class Access(Codec[M]):
         key: StateKey,
         leases: Leases,
         name: str | None = None,
-    ) -> tuple[Held[M], bytes | None]:
-        """*key* for an edit, under this call's lease: ``(held, data as loaded)``, or
+    ) -> tuple[Held[M], Loaded | None]:
+        """*key* for an edit, under this call's lease: ``(held, its ledger entry)``, or
         ``(held, None)`` when another parameter of this call edits it already (it
         writes it). A value this call read already is the one it edits, if nothing
         changed it since; else `StateConflict`, before anything is written. With a
@@ -125,7 +125,7 @@ class Access(Codec[M]):
         entry.where = (store, key)
         entry.name, entry.earlier = name, earlier
         entry.done()
-        return entry.held, loaded
+        return entry.held, entry
 
     async def _wait_loaded(self, entry: Loaded, key: StateKey) -> None:
         """Wait for another parameter of this call that loads *key*; refuse a model
@@ -153,7 +153,10 @@ class Access(Codec[M]):
         """The value of *key* (leased when *lease* > 0), and with a *name*, the result a
         call kept under it (see `_fetch`)."""
         try:
-            data, earlier = await self._fetch(store, key, token, lease, name)
+            if name is None:
+                data, earlier = await store.load(key, self.idle_ttl, token, lease), None
+            else:
+                data, earlier = await self._fetch(store, key, token, lease, name)
         except StateConflict:  # another call holds its lease: wait for it
             waiting = self._wait_for(store, key, token, lease, name)
             tracing = sys.modules.get("resolvent._engine.tracing")  # loaded by a traced plan
@@ -218,7 +221,7 @@ class Access(Codec[M]):
         key: StateKey,
         ledger: Ledger,
         held: Held[M],
-        loaded: bytes,
+        entry: Loaded,
         lease: Lease,
     ) -> None:
         token = ledger.token
@@ -234,15 +237,14 @@ class Access(Codec[M]):
                 f"confirm one within {self.lease:g} s), so another call may have changed it",
             )
         try:
-            entry = ledger.entry(store, key)
-            receipt = None if entry is None else entry.receipt
-            if entry is not None and entry.replayed:  # the first call wrote it all
+            receipt = entry.receipt
+            if entry.replayed:  # the first call wrote it all
                 data, delete = None, False
             elif held.deleted:
                 data, delete = None, True
             else:
                 data, delete = self._encode(key.handle, held.value), False
-                if data == loaded:
+                if data == entry.data:
                     data = None  # unchanged: only end the lease
             if receipt is not None:
                 remember = (*receipt, self.idempotency_ttl)
@@ -255,7 +257,7 @@ class Access(Codec[M]):
             raise
         if saved:
             if data is not None or delete:
-                ledger.written.append(f"{self.name} {key.handle!r}")
+                ledger.written.append((self.name, key.handle))
             return
         raise self._refused(
             key,
@@ -269,7 +271,8 @@ class Access(Codec[M]):
         ledger.refused = True
         if ledger.written:
             written = "nothing of this change was written, but this call's changes to "
-            written += ", ".join(ledger.written) + " were"
+            written += ", ".join(f"{kind} {handle!r}" for kind, handle in ledger.written)
+            written += " were"
         else:
             written = "nothing of this call was written"
         return StateConflict(

@@ -92,6 +92,7 @@ def make_idempotent(
             "  fix: rename it; the decorator adds that argument itself"
         )
     adapter: TypeAdapter[Any] = TypeAdapter(hints.get("return", Any))
+    dump = adapter.serializer.to_json  # adapter.dump_json, without its options to read
     edit, tool = edits[0], fn.__name__
     keyed = keyed_edit(tool)
     hint = hints[edit]
@@ -105,7 +106,11 @@ def make_idempotent(
         if key is None:
             return await fn(**kw)
         held: Held[Any] = kw[edit]
-        entry = next(e for e in ledger.loaded.values() if e.held is held)
+        for entry in ledger.loaded.values():  # the entry of the value this call edits
+            if entry.held is held:
+                break
+        else:  # every edit enters its value in the call's ledger
+            raise AssertionError(f"{where}: the edited value is not in the call's ledger")
         name = entry.name
         if name is not None:  # loaded for this request: what it kept came with the load
             earlier = entry.earlier
@@ -118,7 +123,7 @@ def make_idempotent(
             entry.replayed = True  # the first call wrote it all: this one writes nothing
             return adapter.validate_json(earlier)
         result = await fn(**kw)
-        entry.receipt = (name, adapter.dump_json(result))
+        entry.receipt = (name, dump(result))
         return result
 
     kw_only = inspect.Parameter.KEYWORD_ONLY

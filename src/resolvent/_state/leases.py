@@ -16,6 +16,7 @@ dictionary entry and no store operation.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any
 
@@ -33,9 +34,10 @@ class Lease:
     """One edit's lease on one key, as its holder knows it.
 
     Attributes:
-        valid_until: the holder's clock (`anyio.current_time`) when the lease it last
-            confirmed runs out: the time its last successful renewal was sent (or the
-            load that took it answered), plus the lease time.
+        valid_until: the holder's clock (`time.monotonic`: real time, as the store's
+            lease runs, read at a tenth of the cost of `anyio.current_time`) when the
+            lease it last confirmed runs out: the time its last successful renewal was
+            sent (or the load that took it answered), plus the lease time.
         lost: a renewal was refused: another call holds the key, or the value is gone.
     """
 
@@ -51,7 +53,7 @@ class Lease:
 
     def held(self) -> bool:
         """Whether the holder may still commit: no refusal, and renewed in time."""
-        return not self.lost and anyio.current_time() < self.valid_until
+        return not self.lost and time.monotonic() < self.valid_until
 
 
 class Leases:
@@ -66,7 +68,7 @@ class Leases:
         """The keeper's task group, while it runs."""
 
     def hold(self, key: StateKey, token: str, seconds: float, since: float) -> Lease:
-        """Start renewing a lease granted by *since* (`anyio.current_time`) for *seconds*."""
+        """Start renewing a lease granted by *since* (`time.monotonic`) for *seconds*."""
         lease = Lease(key, token, seconds, since)
         self._held[id(lease)] = lease
         if seconds / (2 * RENEWALS) < self._tick:
@@ -90,14 +92,14 @@ class Leases:
                 self._wake = anyio.Event()
                 await self._wake.wait()
             await anyio.sleep(self._tick)
-            now = anyio.current_time()
+            now = time.monotonic()
             for lease in list(self._held.values()):
                 if lease.due <= now:
                     lease.due = now + lease.seconds / RENEWALS
                     group.start_soon(self._renew, lease)
 
     async def _renew(self, lease: Lease) -> None:
-        sent = anyio.current_time()
+        sent = time.monotonic()
         renewed = False
         try:
             # Past the lease time a late answer changes nothing: the lease is gone.

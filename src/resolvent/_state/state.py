@@ -7,10 +7,10 @@ from __future__ import annotations
 import inspect
 import re
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
-import anyio
 from pydantic import BaseModel, Field
 
 # The public package imports this module itself (`resolvent.State`): importing it back
@@ -293,7 +293,7 @@ class State(Access[M]):
             except BaseException:
                 ledger.refused = True
                 raise
-            ledger.written.append(f"{state.name} {handle!r}")
+            ledger.written.append((state.name, handle))
 
         self._signature(new, "new", AsyncIterator[Held[self.model]], handle=False)  # type: ignore[name-defined]
         return settles(new)
@@ -341,20 +341,20 @@ class State(Access[M]):
             name = None
             if tool is not None and kw[IDEMPOTENCY_KEY] is not None:
                 name = receipt_name(tool, kw[IDEMPOTENCY_KEY])
-            held, loaded = await state._take(ledger, store, key, leases, name)
-            if loaded is None:  # another parameter of this call edits it, and writes it
+            held, entry = await state._take(ledger, store, key, leases, name)
+            if entry is None:  # another parameter of this call edits it, and writes it
                 yield held
                 return
             # Counted from the answer, not the request: the load may have waited long for
             # another call's lease (the compare-and-set of the save covers the latency).
-            lease = leases.hold(key, token, state.lease, anyio.current_time())
+            lease = leases.hold(key, token, state.lease, time.monotonic())
             try:
                 try:
                     yield held
                 except BaseException:
                     await state._release(store, key, token)
                     raise
-                await state._commit(store, key, ledger, held, loaded, lease)
+                await state._commit(store, key, ledger, held, entry, lease)
             finally:
                 leases.drop(lease)
 

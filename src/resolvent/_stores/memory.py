@@ -89,7 +89,10 @@ class MemoryStore:
     ) -> tuple[bytes | None, bytes | None]:
         """`load`, and the result a save kept under *name* (see `recall`), at once."""
         data = await self.load(key, idle, token, lease)
-        return data, (None if data is None else await self.recall(key, name))
+        if data is None:
+            return None, None
+        found = self._receipts.get((key, name))
+        return data, (None if found is None or found[1] <= self._clock() else found[0])
 
     async def renew(self, key: StateKey, token: str, lease: float) -> bool:
         """Extend the lease while *token* holds it (see `StateStore.renew`)."""
