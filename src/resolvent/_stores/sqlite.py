@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS resolvent_receipt (
     result BLOB NOT NULL,
     expires REAL NOT NULL,
     PRIMARY KEY (kind, owner, handle, name)
-)""",
+) WITHOUT ROWID""",  # a receipt is one B-tree (and WAL page) of the save, not two
     "CREATE INDEX IF NOT EXISTS resolvent_receipt_expires ON resolvent_receipt (expires)",
 )
 _WHERE = "kind = ? AND owner = ? AND handle = ?"
