@@ -68,6 +68,7 @@ def environment() -> dict[str, Any]:
         "implementation": platform.python_implementation(),
         "platform": f"{platform.system()} {platform.machine()}",
         "cpus": os.cpu_count(),
+        "load": round(os.getloadavg()[0], 2),  # the 1-minute load average at the start
         "commit": _git(),
         "versions": versions,
     }
@@ -165,6 +166,11 @@ def targets(data: dict[str, Any]) -> list[dict[str, Any]]:
     )
     for store in state_tools.STORES:
         add(f"State edit, {store} (vs the same update by hand)", _ratio(res, f"State {store}"), 1.3)
+        add(
+            f"State edit with an idempotency key, {store} (vs the same update by hand)",
+            _ratio(res, f"State {store}", "resolvent, idempotency key"),
+            1.3,
+        )
     imp = data.get("import_time", {})
     add("import resolvent (wall, minus python -c pass)", imp.get("ms"), 50.0, "{:.1f} ms")
     if imp.get("importtime_ms") is not None:
