@@ -91,6 +91,9 @@ BENCH_EXTRAS = ("mcp", "fastapi", "bench")
 RESULTS = ROOT / "benchmarks" / "results"
 
 MUTATE_WORK = ROOT / ".mutate"
+# What the copy holds beside src and tests: what tests import or read (the docs' promises,
+# the examples they run).
+MUTATE_COPY = ("examples", "benchmarks", "docs")
 MUTATE_FLOOR = 90.0  # percent of a module's mutants its tests must kill
 # The modules `mutate` runs by default, and the test files that defend each: the stats run
 # (which tests reach which function) covers only these, so a module takes minutes.
@@ -102,7 +105,11 @@ _STATE_TESTS = (
 )
 MUTATE: dict[str, tuple[str, ...]] = {
     "_state": (*_STATE_TESTS, "tests/test_promises_integrations.py", "tests/test_state_web.py"),
-    "_stores": _STATE_TESTS,  # memory, sqlite, opener: the package less what is listed apart
+    "_stores": (  # memory, sqlite, opener: the package less what is listed apart
+        *_STATE_TESTS,
+        "tests/test_store_schemes.py",  # the opener's table of schemes, and its errors
+        "tests/test_state_sqlite_faults.py",  # a SQLite file that cannot be opened or written
+    ),
     "_stores/redis": _STATE_TESTS,
     "mcp/_sessions": ("tests/test_mcp_sessions.py", "tests/test_promises_integrations.py"),
     "mcp/_principal": ("tests/test_promises_integrations.py",),
@@ -479,7 +486,7 @@ def mutate_config(module: str, tests: Sequence[str]) -> str:
         'source_paths = ["src"]\n'
         f"only_mutate = {toml_list(only)}\n"
         f"do_not_mutate = {toml_list(apart)}\n"
-        'also_copy = ["examples", "benchmarks"]\n'
+        f"also_copy = {toml_list([*MUTATE_COPY, *(p.name for p in ROOT.glob('*.md'))])}\n"
         f"pytest_add_cli_args = {toml_list(args)}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
         # A mutant that makes a loop spin is stopped after (its tests' time + 3 s) x 4 of
@@ -523,8 +530,10 @@ def mutate_module(module: str, venv_dir: Path = VENV, jobs: int = 0) -> dict[str
     work = MUTATE_WORK / module.replace("/", ".")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    for name in ("src", "tests", "examples", "benchmarks"):
+    for name in ("src", "tests", *MUTATE_COPY):
         shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for page in ROOT.glob("*.md"):  # RELIABILITY.md, MUTANTS.md: tests read their promises
+        shutil.copy2(page, work / page.name)
     (work / "pyproject.toml").write_text(
         PYPROJECT.read_text(encoding="utf-8") + mutate_config(module, tests), encoding="utf-8"
     )
