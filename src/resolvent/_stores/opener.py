@@ -184,6 +184,10 @@ def add_store_scheme(
 
 
 def _name(opener: object) -> str:
+    """*opener* as messages name it: ``module.qualname``, else its repr (a
+    ``functools.partial`` has no name of its own, and its repr says what it wraps)."""
+    name = getattr(opener, "__qualname__", None)
+    if not name:
+        return repr(opener)
     module = getattr(opener, "__module__", None)
-    name = getattr(opener, "__qualname__", None) or repr(opener)
     return f"{module}.{name}" if module else name
