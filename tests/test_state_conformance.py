@@ -470,6 +470,34 @@ async def _held(store: StateStore, key: StateKey) -> bool:
     return bool(await store.client.exists([store.key(key)]))
 
 
+async def test_sqlite_sweep_deletes_what_expired_and_counts_the_values(
+    tmp_path: Path, clock: Clock
+) -> None:
+    # SqliteStore.sweep: "Delete expired rows now; returns how many" (values and kept
+    # results alike; the count is the values').
+    import sqlite3
+
+    from resolvent import SqliteStore
+
+    store = await SqliteStore.open(str(tmp_path / "swept.db"), clock=clock, sweep=3600)
+    try:
+        for n in range(3):
+            await store.create(StateKey("cart", "owner", f"{n}" * 32), b"1\n{}", 10, 1000)
+        kept = StateKey("cart", "owner", "k" * 32)
+        await store.create(kept, b"1\n{}", 100, 1000)
+        assert await store.load(kept, 100, "mine", 5) is not None
+        assert await store.save(kept, 100, "mine", None, False, remember=("req", b"1", 10))
+        clock.advance(50)
+        assert await store.sweep() == 3
+        assert await store.sweep() == 0
+        with contextlib.closing(sqlite3.connect(store.path)) as conn:
+            tables = ("resolvent_state", "resolvent_receipt")
+            counts = [conn.execute(f"select count(*) from {t}").fetchone()[0] for t in tables]
+        assert counts == [1, 0]
+    finally:
+        await store.aclose()
+
+
 # -- leases that belong to a live holder ---------------------------------------------------
 
 
@@ -865,6 +893,45 @@ async def test_concurrent_retries_with_one_idempotency_key_edit_once(
                         group.start_soon(retry)
             assert results == [{"apple": 1}] * 6
             assert await kit.run(kit.show, cart=handle) == Cart(items={"apple": 1})
+
+
+async def test_a_key_outlives_the_value_its_call_deleted(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    # docs/state.md: a retry of a call that deleted the value finds it gone, not the first
+    # result. Below State, the store's save deletes the value and keeps the result in one
+    # step; recall finds the result for its ttl, while a load (recalling) finds nothing.
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        kit = Kit(store)
+
+        async def checkout(cart: Handle, edit: Annotated[Held[Cart], Resolve(kit.carts.edit)]):
+            edit.delete()
+            return sum(edit.value.items.values())
+
+        checkout_once = kit.carts.idempotent(checkout)
+        async with kit.container:
+            handle = await kit.run(kit.open_cart)
+            await kit.run(kit.add, cart=handle, item="apple")
+            assert await kit.run(checkout_once, cart=handle, idempotency_key="k") == 1
+            with pytest.raises(StateNotFound):
+                await kit.run(kit.show, cart=handle)
+            with pytest.raises(StateNotFound):
+                await kit.run(checkout_once, cart=handle, idempotency_key="k")
+
+        key = StateKey("cart", "owner", "d" * 32)
+        await store.create(key, b"1\n{}", 100, 1000)
+        assert await store.load(key, 100, "mine", 5) == b"1\n{}"
+        assert await store.save(key, 100, "mine", None, True, remember=("req", b"7", 50))
+        assert await store.load(key, 100, "other", 0) is None
+        load_recalling = getattr(store, "load_recalling", None)
+        if load_recalling is not None:
+            assert await load_recalling(key, 100, "other", 0, "req") == (None, None)
+        assert await store.recall(key, "req") == b"7"
+        assert await store.recall(key, "another request") is None
+        clock.advance(49.5)
+        assert await store.recall(key, "req") == b"7"
+        clock.advance(0.5)  # its ttl has passed
+        assert await store.recall(key, "req") is None
 
 
 def test_idempotent_needs_an_edit_of_its_state() -> None:
