@@ -17,10 +17,12 @@ import pytest
 from cart_shop import HANG, Shop
 from resolvent import (
     SqliteStore,
+    StateKey,
     StateNotFound,
     StoreUnavailable,
     open_store,
 )
+from snapshot import assert_snapshot
 
 
 async def test_a_file_that_cannot_be_opened_is_store_unavailable(tmp_path: Path) -> None:
@@ -54,6 +56,9 @@ async def test_a_removed_directory_fails_calls_and_the_store_serves_once_it_is_b
             cart = await shop.run(shop.open_cart)
             assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
             folder.rename(tmp_path / "away")  # the file and its directory, gone from here
+            error = await shop.fails(shop.add, cart=cart, item="fig")
+            gone = "OperationalError: the database file is gone (No such file or directory)"
+            assert error.cause == gone
             # Not one write goes to the file that moved away: every call says so.
             for fn, kwargs in (
                 (shop.add, {"cart": cart, "item": "fig"}),
@@ -82,6 +87,52 @@ async def test_a_removed_directory_fails_calls_and_the_store_serves_once_it_is_b
         await store.aclose()
 
 
+async def test_a_file_replaced_under_a_running_server_is_noticed_before_a_write(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "carts.db"
+    store = await SqliteStore.open(str(path))
+    try:
+        shop = Shop(store, wait=1.0)
+        async with shop.container:
+            cart = await shop.run(shop.open_cart)
+            assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
+            # Another database moved in at its path (a backup restored): a new file.
+            backup = tmp_path / "backup.db"
+            sqlite3.connect(backup).close()
+            for extra in ("-wal", "-shm"):
+                Path(f"{path}{extra}").unlink(missing_ok=True)
+            backup.replace(path)
+            error = await shop.fails(shop.add, cart=cart, item="fig")
+            assert error.cause == (
+                "OperationalError: the database file was removed or replaced since this "
+                "connection opened it"
+            )
+            # The next call opens the new file: the old cart is not there, new ones work.
+            with pytest.raises(StateNotFound):
+                await shop.run(shop.show, cart=cart)
+            fresh = await shop.run(shop.open_cart)
+            assert await shop.run(shop.add, cart=fresh, item="pear") == {"pear": 1}
+    finally:
+        await store.aclose()
+
+
+async def test_an_in_memory_database_is_refused_and_a_uri_opens(tmp_path: Path) -> None:
+    # In memory, each of the store's connections would have a database of its own.
+    for path in ("", ":memory:"):
+        with pytest.raises(ValueError) as caught:
+            await SqliteStore.open(path)
+        assert_snapshot("sqlite_in_memory", str(caught.value).replace(repr(path), "PATH"))
+    # A file: URI (where SQLite reads URIs) names a file as a path does.
+    store = await SqliteStore.open(f"file:{tmp_path / 'uri.db'}")
+    try:
+        key = StateKey("cart", "owner", "u" * 32)
+        await store.create(key, b"1\n{}", 10, 100)
+        assert await store.load(key, 10, "t", 0) == b"1\n{}"
+    finally:
+        await store.aclose()
+
+
 async def test_a_write_lock_held_past_busy_timeout_is_store_unavailable(tmp_path: Path) -> None:
     store = await SqliteStore.open(str(tmp_path / "carts.db"), busy_timeout=0.2)
     try:
@@ -95,9 +146,10 @@ async def test_a_write_lock_held_past_busy_timeout_is_store_unavailable(tmp_path
             finally:
                 other.execute("ROLLBACK")
                 other.close()
+            assert error.store == f"sqlite:///{store.path}"
             assert error.cause.startswith("OperationalError: database is locked")
             assert "busy_timeout=0.2 s" in error.cause
-            assert "write lock" in str(error).split("fix:")[1]
+            assert_snapshot("sqlite_busy_unavailable", str(error).replace(store.path, "PATH"))
             assert await shop.run(shop.add, cart=cart, item="fig") == {"fig": 1}
     finally:
         await store.aclose()

@@ -45,6 +45,9 @@ CREATE TABLE IF NOT EXISTS resolvent_receipt (
 )
 _WHERE = "kind = ? AND owner = ? AND handle = ?"
 _BUSY: Any = object()
+# The defaults docs/state.md names: the wait for another writer, and the sweep interval.
+_BUSY_TIMEOUT = 3.0
+_SWEEP = 1.0
 
 
 class SqliteStore:
@@ -81,9 +84,17 @@ class SqliteStore:
         path: str,
         *,
         clock: Callable[[], float] = time.time,
-        busy_timeout: float = 3.0,
-        sweep: float = 1.0,
+        busy_timeout: float = _BUSY_TIMEOUT,
+        sweep: float = _SWEEP,
     ) -> None:
+        if path in ("", ":memory:"):
+            raise ValueError(
+                f"SqliteStore({path!r}): an in-memory SQLite database belongs to one "
+                "connection, and the store opens one per worker thread: each would see an "
+                "empty database of its own.\n"
+                '  fix: use MemoryStore (store="memory:") for state in this process, or a '
+                'file: SqliteStore.open("state.db")'
+            )
         self.path = path
         self.name = f"sqlite:///{path}"
         """The store as messages name it: its URL."""
@@ -99,12 +110,13 @@ class SqliteStore:
         path: str,
         *,
         clock: Callable[[], float] = time.time,
-        busy_timeout: float = 3.0,
-        sweep: float = 1.0,
+        busy_timeout: float = _BUSY_TIMEOUT,
+        sweep: float = _SWEEP,
     ) -> SqliteStore:
         """Open (and create) the database at *path*, and start sweeping it.
 
         Raises:
+            ValueError: *path* is ``""`` or ``":memory:"`` (use `MemoryStore`).
             StoreUnavailable: the file cannot be opened as a database, or another
                 connection kept it locked past *busy_timeout* (the message names the
                 file and the cause).

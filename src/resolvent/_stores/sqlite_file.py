@@ -75,7 +75,7 @@ class SqliteFile:
         self.path, self.name, self.busy_timeout = path, name, busy_timeout
         self._schema = schema
         self._clock = clock
-        self._watch = path not in ("", ":memory:") and not path.startswith("file:")
+        self._watch = not path.startswith("file:")  # a URI names no file os.stat finds
         self._pool: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -114,7 +114,7 @@ class SqliteFile:
     def _check(self, conn: sqlite3.Connection) -> None:
         """Refuse a file removed or replaced since *conn* opened it: SQLite would go on
         writing to the removed one, which no other connection (nor a restart) sees."""
-        if not self._watch:  # in memory, or a URI: no file of its own to watch
+        if not self._watch:  # a URI: no path of a file to watch
             return
         try:
             st = os.stat(self.path)
