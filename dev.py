@@ -577,7 +577,7 @@ def mutate_module(module: str, venv_dir: Path = VENV, jobs: int = 0) -> dict[str
             name, _, status = line.rpartition(": ")
             if status == "survived":
                 shown = diffs.get(name, "")
-                if (function_of(module, name), mutated_line(shown)) in listed:
+                if is_listed(listed, function_of(module, name), shown):
                     counts["equivalent"] += 1
                     line += " (equivalent, MUTANTS.md)"
                 else:
@@ -633,6 +633,32 @@ def equivalent_mutants() -> dict[str, set[tuple[str, str]]]:
                 module, function, mutated = line.split(maxsplit=2)
                 listed.setdefault(module, set()).add((function, " ".join(mutated.split())))
     return listed
+
+
+# A line of a ```mutants block whose mutated part is this covers every mutant of its
+# function (a glob: ``sqlite.SqliteStore.*``) that only changes the letter case of an SQL
+# statement: SQL's keywords and unquoted names are case-insensitive.
+SQL_CASE = "(letter case of SQL)"
+_SQL_WORD = re.compile(
+    r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|BEGIN|COMMIT|ROLLBACK|PRAGMA|FROM|WHERE|SET|"
+    r"VALUES|AND)\b"
+)
+
+
+def is_listed(listed: set[tuple[str, str]], function: str, shown: str) -> bool:
+    """Whether MUTANTS.md lists the mutant ``mutmut show`` printed as *shown* (of
+    *function*) as equivalent: by its line, or as a change of SQL's letter case."""
+    if (function, mutated_line(shown)) in listed:
+        return True
+    import fnmatch
+
+    rules = [glob for glob, line in listed if line == SQL_CASE]
+    if not any(fnmatch.fnmatchcase(function, glob) for glob in rules):
+        return False
+    lines = [ln for ln in shown.splitlines() if ln[:1] in "-+" and ln[:2] not in ("--", "++")]
+    removed = " ".join(ln[1:] for ln in lines if ln.startswith("-"))
+    added = " ".join(ln[1:] for ln in lines if ln.startswith("+"))
+    return removed != added and removed.lower() == added.lower() and bool(_SQL_WORD.search(removed))
 
 
 def function_of(module: str, mutant: str) -> str:
