@@ -8,7 +8,10 @@ trio.
 """
 
 import logging
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -131,6 +134,23 @@ async def test_an_in_memory_database_is_refused_and_a_uri_opens(tmp_path: Path) 
         assert await store.load(key, 10, "t", 0) == b"1\n{}"
     finally:
         await store.aclose()
+
+
+def test_a_process_that_never_closes_its_store_still_exits(tmp_path: Path) -> None:
+    # The sweeper is a daemon thread, named for a thread dump: it keeps no process alive.
+    script = (
+        "import threading, anyio\n"
+        "from resolvent import SqliteStore\n"
+        f"anyio.run(SqliteStore.open, {str(tmp_path / 'left.db')!r})\n"
+        "print([t.name for t in threading.enumerate() if t.daemon])\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=HANG
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['resolvent-sqlite-sweep']"
 
 
 async def test_a_write_lock_held_past_busy_timeout_is_store_unavailable(tmp_path: Path) -> None:
