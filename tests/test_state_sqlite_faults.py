@@ -126,14 +126,41 @@ async def test_an_in_memory_database_is_refused_and_a_uri_opens(tmp_path: Path) 
         with pytest.raises(ValueError) as caught:
             await SqliteStore.open(path)
         assert_snapshot("sqlite_in_memory", str(caught.value).replace(repr(path), "PATH"))
-    # A file: URI (where SQLite reads URIs) names a file as a path does.
-    store = await SqliteStore.open(f"file:{tmp_path / 'uri.db'}")
-    try:
-        key = StateKey("cart", "owner", "u" * 32)
-        await store.create(key, b"1\n{}", 10, 100)
-        assert await store.load(key, 10, "t", 0) == b"1\n{}"
-    finally:
-        await store.aclose()
+    # A file: URI (where SQLite reads URIs) opens what it names: a file, or a database in
+    # memory that the store's connections share.
+    for uri in (f"file:{tmp_path / 'uri.db'}", f"file:{tmp_path / 'm'}?mode=memory&cache=shared"):
+        store = await SqliteStore.open(uri)
+        try:
+            key = StateKey("cart", "owner", "u" * 32)
+            await store.create(key, b"1\n{}", 10, 100)
+            assert await store.load(key, 10, "t", 0) == b"1\n{}"
+        finally:
+            await store.aclose()
+
+
+async def test_a_file_whose_tables_are_not_the_stores_is_store_unavailable(
+    tmp_path: Path,
+) -> None:
+    # A database of something else (or of another version) under the store's table name:
+    # the store says which column it lacks, at open or at the first call that needs it.
+    for lacking, columns in (
+        ("expires", "kind, owner, handle, data"),
+        ("lease_until", "kind, owner, handle, data, expires, deadline, lease"),
+    ):
+        path = tmp_path / f"no-{lacking}.db"
+        with sqlite3.connect(path) as other:
+            other.execute(f"CREATE TABLE resolvent_state ({columns})")
+        other.close()
+        with anyio.fail_after(HANG), pytest.raises(StoreUnavailable) as caught:
+            store = await SqliteStore.open(str(path))
+            try:
+                shop = Shop(store, wait=1.0)
+                async with shop.container:
+                    cart = await shop.run(shop.open_cart)
+                    await shop.run(shop.show, cart=cart)
+            finally:
+                await store.aclose()
+        assert caught.value.cause == f"OperationalError: no such column: {lacking}"
 
 
 def test_a_process_that_never_closes_its_store_still_exits(tmp_path: Path) -> None:

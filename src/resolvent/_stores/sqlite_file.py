@@ -36,10 +36,8 @@ _FIX = (
 
 def _busy(exc: sqlite3.Error) -> bool:
     """Whether *exc* is SQLITE_BUSY or SQLITE_LOCKED (another connection's lock)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is None:  # not set on errors raised by this module
-        return "locked" in str(exc) or "busy" in str(exc)
-    return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    code = getattr(exc, "sqlite_errorcode", None)  # None on the sqlite3 module's own
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _lost(exc: sqlite3.Error) -> bool:
@@ -169,7 +167,9 @@ class SqliteFile:
     def _create_schema(self, conn: sqlite3.Connection) -> None:
         mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower()
         if mode not in ("wal", "memory"):  # not switched: another connection held it
-            raise sqlite3.OperationalError(f"database is locked (journal mode {mode}, not wal)")
+            locked = sqlite3.OperationalError(f"database is locked (journal mode {mode}, not wal)")
+            locked.sqlite_errorcode = sqlite3.SQLITE_BUSY  # busy, as SQLite's own says
+            raise locked
         # One write transaction taken up front (BEGIN IMMEDIATE waits for the busy
         # timeout); a read upgraded to a write could fail at once with SQLITE_BUSY.
         conn.execute("BEGIN IMMEDIATE")
