@@ -498,6 +498,27 @@ async def test_sqlite_sweep_deletes_what_expired_and_counts_the_values(
         await store.aclose()
 
 
+async def test_sqlite_sweeps_on_after_a_sweep_met_another_writers_lock(tmp_path: Path) -> None:
+    import sqlite3
+
+    from resolvent import SqliteStore
+
+    store = await SqliteStore.open(str(tmp_path / "locked.db"), sweep=0.02)
+    try:
+        key = StateKey("cart", "owner", "l" * 32)
+        await store.create(key, b"1\n{}", 0.2, 60)
+        other = sqlite3.connect(store.path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # every sweep meanwhile finds the file locked
+        await anyio.sleep(0.3)
+        other.execute("ROLLBACK")
+        other.close()
+        with anyio.fail_after(10):  # the sweeps after the lock remove the expired value
+            while await _held(store, key):
+                await anyio.sleep(0.05)
+    finally:
+        await store.aclose()
+
+
 # -- leases that belong to a live holder ---------------------------------------------------
 
 
