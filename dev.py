@@ -104,7 +104,16 @@ _STATE_TESTS = (
     "tests/test_state_race.py",  # processes opening one file at once: SQLite's busy paths
 )
 MUTATE: dict[str, tuple[str, ...]] = {
-    "_state": (*_STATE_TESTS, "tests/test_promises_integrations.py", "tests/test_state_web.py"),
+    "_state": (
+        *_STATE_TESTS,
+        "tests/test_promises_integrations.py",
+        "tests/test_state_web.py",
+        "tests/test_state_one_call.py",  # one handle through two parameters: one entry
+        "tests/test_state_settle.py",  # a refused write, and what the error says was written
+        "tests/test_state_settle_mcp.py",
+        "tests/test_state_idempotency_mcp.py",  # the idempotency key as an MCP client sends it
+        "tests/test_state_faults.py",  # a store down while a lease is renewed or released
+    ),
     "_stores": (  # memory, sqlite, opener: the package less what is listed apart
         *_STATE_TESTS,
         "tests/test_store_schemes.py",  # the opener's table of schemes, and its errors
