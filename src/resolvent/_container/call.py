@@ -215,7 +215,7 @@ class Call:
             raise self._misuse("resolve", plan)
         args = EMPTY if args is None else args
         container = self._container
-        scopes = self._scopes()
+        scopes = (container._app, self._session, self)  # `_scopes`, inline: every call's path
         if isinstance(plan, Plan):
             plan = self._prepare(plan, scopes)
         else:

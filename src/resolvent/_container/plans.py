@@ -292,25 +292,37 @@ async def _not_yet(*args: Any) -> Any:
 
 def check_scopes(plan: Plan, scopes: tuple[Any, ...]) -> None:
     """Refuse *plan* if a scope it needs is not open in *scopes*, the scopes tuple it would
-    run in (see `resolvent._vocabulary.scopes.SLOTS`)."""
-    inner = sorted(plan.scopes - {Scope.APP, Scope.CALL}, reverse=True)
-    if scopes[SLOTS[Scope.APP]] is None and plan.scopes - {Scope.CALL}:
-        shared = [s for s in plan.steps if s.scope is not Scope.CALL]
+    run in (see `resolvent._vocabulary.scopes.SLOTS`): every scope but CALL lives in an
+    open container, and in a scope of its own."""
+    for scope in plan.scopes:  # on every call's path: no enum attribute, no hashing
+        if scope is not _CALL and (scopes[SLOTS[scope]] is None or scopes[_APP_SLOT] is None):
+            raise _not_open(plan, scopes)
+
+
+_CALL, _APP = Scope.CALL, Scope.APP
+_APP_SLOT = SLOTS[_APP]
+
+
+def _not_open(plan: Plan, scopes: tuple[Any, ...]) -> ResolventError:
+    """The error for *plan*, which needs a scope *scopes* does not have open: the APP
+    scope first (the container is not open), else the longest-lived one missing."""
+    inner = sorted(plan.scopes - {_APP, _CALL}, reverse=True)
+    if scopes[_APP_SLOT] is None:
+        shared = [s for s in plan.steps if s.scope is not _CALL]
         names = ", ".join(f"{s.name} ({s.scope.name})" for s in shared)
-        raise ResolventError(
+        return ResolventError(
             f"{plan.name} needs shared values ({names}) but the container is not open "
             "(never opened, or already closed).\n"
             "  fix: run it inside `async with container:` (or the server lifespan)"
             + "".join(f", in {_OPENED_BY[scope][1]}" for scope in inner)
         )
-    for scope in inner:
-        if scopes[SLOTS[scope]] is None:
-            names = ", ".join(s.name for s in plan.steps if s.scope is scope)
-            noun, _, fix = _OPENED_BY[scope]
-            raise ResolventError(
-                f"{plan.name} needs {scope.name}-scoped values ({names}) but runs outside "
-                f"{noun}.\n  fix: {fix}"
-            )
+    scope = next(s for s in inner if scopes[SLOTS[s]] is None)
+    names = ", ".join(s.name for s in plan.steps if s.scope is scope)
+    noun, _, fix = _OPENED_BY[scope]
+    return ResolventError(
+        f"{plan.name} needs {scope.name}-scoped values ({names}) but runs outside "
+        f"{noun}.\n  fix: {fix}"
+    )
 
 
 _OPENED_BY: dict[Scope, tuple[str, str, str]] = {

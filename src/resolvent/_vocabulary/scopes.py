@@ -34,8 +34,17 @@ class Scope(enum.IntEnum):
     __str__ = __repr__
 
 
-SLOTS: dict[Scope, int] = {s: n for n, s in enumerate(sorted(Scope, reverse=True))}
-"""Each scope's place in a scopes tuple, longest-lived first: APP 0, SESSION 1, CALL 2.
+def _slots() -> tuple[int, ...]:
+    found = [-1] * (max(Scope) + 1)
+    for place, scope in enumerate(sorted(Scope, reverse=True)):
+        found[scope] = place
+    return tuple(found)
+
+
+SLOTS: tuple[int, ...] = _slots()
+"""Each scope's place in a scopes tuple, indexed by the scope (its value), longest-lived
+first: ``SLOTS[Scope.APP]`` is 0, SESSION 1, CALL 2. A tuple, not a dict: an enum member
+hashes through a Python-level lookup, indexing by one costs what an int does.
 
 A scopes tuple is how the scopes a plan runs in travel together, one entry per scope,
 never one parameter each: the live scope (`resolvent._runtime.cache.LiveScope`) of each
