@@ -132,7 +132,7 @@ class PlanCache:
             # Interpreted until it is called again: see `cold_runner`.
             run_fn = cold_runner(ref)
         else:
-            from .._engine.codegen import generate  # see _executor._generate
+            from .._engine.codegen import generate  # see `_engine/executor.py`'s `_generate`
 
             run_fn = generate(
                 ref,

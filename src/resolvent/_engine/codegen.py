@@ -204,7 +204,7 @@ def generate(
 ) -> tuple[str, Callable[..., Any] | None]:
     """Generate one function of a plan: ``run`` (resolves, then calls the function),
     ``direct`` (``run`` that also sets up and tears down the plan's CALL resources itself,
-    with no call scope; see `_plan.direct_shape`) or ``resolve`` (returns the injected kwargs).
+    with no call scope; see `plan.direct_shape`) or ``resolve`` (returns the injected kwargs).
     *arguments* are the names of the function's own parameters, which the caller passes.
     A fourth, ``entry``, is what `Container.run` starts: ``run`` (or ``direct``, when
     the plan has CALL resources) for a call with no call scope, no framework values and

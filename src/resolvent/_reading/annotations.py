@@ -87,7 +87,7 @@ def strict_hints(fn: Callable[..., Any]) -> dict[str, Any]:
         target = fn
     else:
         target = type(fn).__call__
-    plain = _plain_hints(target)
+    plain = plain_hints(target)
     if plain is not None:
         return plain
     try:
@@ -103,10 +103,11 @@ def strict_hints(fn: Callable[..., Any]) -> dict[str, Any]:
         ) from exc
 
 
-_ANNOTATED: Any = type(Annotated[int, 0])
+ANNOTATED: Any = type(Annotated[int, 0])
+"""What ``get_origin`` finds to be `Annotated` (read once, not per parameter)."""
 
 
-def _plain_hints(target: Any) -> dict[str, Any] | None:
+def plain_hints(target: Any) -> dict[str, Any] | None:
     """What ``typing.get_type_hints`` gives for a plain function whose annotations need
     no evaluating (each a class, or ``Annotated`` over a class: it would return them as
     they are), without its walk; None for anything else."""
@@ -116,7 +117,7 @@ def _plain_hints(target: Any) -> dict[str, Any] | None:
     for value in hints.values():
         if not (
             isinstance(value, type)
-            or (isinstance(value, _ANNOTATED) and isinstance(value.__origin__, type))
+            or (isinstance(value, ANNOTATED) and isinstance(value.__origin__, type))
         ):
             return None
     return dict(hints)

@@ -19,10 +19,12 @@ from .._vocabulary.frozen import Frozen, put
 from .._vocabulary.markers import Resolve
 from .._vocabulary.questions import OUTCOME_FAMILIES, QUESTION_KINDS, OutcomeFamily
 from .annotations import (
+    ANNOTATED,
     NO_DEFAULT,
     Unresolved,
     describe_fn,
     lenient_hints,
+    plain_hints,
     type_name,
     unresolved_error,
 )
@@ -196,10 +198,6 @@ def _may_ask(fn: Any, provides: Any) -> tuple[bool, Any, Any]:
     return True, typing.Union[tuple(rest)], asks  # noqa: UP007
 
 
-_ANNOTATED: Any = type(Annotated[int, 0])
-"""What ``get_origin`` finds to be `Annotated` (read once, not per parameter)."""
-
-
 def _is_marker_class(obj: Any) -> bool:
     return isinstance(obj, type) and obj in RESOLVE_MARKERS
 
@@ -218,20 +216,13 @@ def _written_marker(marker: Any) -> str:
 
 
 def _plain_annotations(fn: Any) -> dict[str, Any] | None:
-    """The annotations of a plain function that `lenient_hints` would give as they are,
-    where `_misplaced_marker` would find nothing: each a class that is no marker class,
-    or ``Annotated`` over a class (most handlers and resolvers). None for anything else,
-    which the general path reads."""
-    if type(fn) is not types.FunctionType:
+    """`plain_hints`, where `_misplaced_marker` would find nothing: no annotation is a
+    marker class (most handlers and resolvers). None for anything else, which the general
+    path reads."""
+    hints = plain_hints(fn)
+    if hints is None or any(_is_marker_class(value) for value in hints.values()):
         return None
-    hints: dict[str, Any] = fn.__annotations__
-    for value in hints.values():
-        if value.__class__ is _ANNOTATED:
-            if not isinstance(value.__origin__, type):
-                return None
-        elif not isinstance(value, type) or value in RESOLVE_MARKERS:
-            return None
-    return dict(hints)
+    return hints
 
 
 def _misplaced_marker(fn: Callable[..., Any], name: str) -> None:
@@ -245,7 +236,7 @@ def _misplaced_marker(fn: Callable[..., Any], name: str) -> None:
     if not isinstance(raw, dict):
         return
     for param, annotation in typing.cast(dict[str, Any], raw).items():
-        if param == "return" or isinstance(annotation, _ANNOTATED):
+        if param == "return" or isinstance(annotation, ANNOTATED):
             continue  # an Annotated alias is neither a marker, nor its class, nor text
         written = isinstance(annotation, str) and _written_marker_pattern().fullmatch(annotation)
         if written or _is_marker(annotation) or _is_marker_class(annotation):
@@ -436,7 +427,7 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
             )
         # The markers in its Annotated metadata (one is honoured), and whether a marker
         # class is there instead, in one pass.
-        annotated = isinstance(annotation, _ANNOTATED)
+        annotated = isinstance(annotation, ANNOTATED)
         found: list[Any] = []
         marker_class = False
         if annotated:
