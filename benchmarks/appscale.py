@@ -173,6 +173,7 @@ async def split(n: int) -> dict[str, float]:
     a fraction of a microsecond per wrapped call, is in the figures: `wrapped_calls`)."""
     from resolvent._graph import compiler as _compiler
     from resolvent._graph import registry as _registry
+    from resolvent._graph import steps as _steps
 
     timers = _Timers()
     patched: list[tuple[Any, str, Any]] = [
@@ -182,8 +183,8 @@ async def split(n: int) -> dict[str, float]:
         (_compiler, "check_lifetime", "checks"),
         (_compiler, "check_asks", "checks"),
         (_compiler, "captive_source", "checks"),
-        (_compiler, "refuse_unclosable", "checks"),
-        (_compiler._Compiler, "build", "building steps"),
+        (_steps, "refuse_unclosable", "checks"),
+        (_compiler, "build_steps", "building steps"),
     ]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patched]
     deps, uses = draw(n)

@@ -366,7 +366,7 @@ def test_a_new_handler_makes_steps_only_for_its_own_resolvers(
     """A plan takes the steps earlier plans of its container made for the same
     resolvers: compiling a handler over an already compiled graph makes one step, for
     its one new resolver, whatever the size of the graph."""
-    import resolvent._graph.compiler as compiler_module
+    import resolvent._graph.steps as steps_module
 
     made = _shared_graph(100)
     first, own, handler = _over_the_graph(made)
@@ -374,14 +374,14 @@ def test_a_new_handler_makes_steps_only_for_its_own_resolvers(
     container = Container()
     before = container.compile(first)
     built: list[Any] = []
-    real = compiler_module.Step
+    real = steps_module.Step
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         step = real(*args, **kwargs)
         built.append(step)
         return step
 
-    monkeypatch.setattr(compiler_module, "Step", counting)
+    monkeypatch.setattr(steps_module, "Step", counting)
     plan = container.compile(handler)
     assert [s.fn for s in built] == [own]
     assert [s.fn for s in plan.steps] == [*made, own]

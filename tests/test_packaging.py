@@ -58,9 +58,11 @@ _LAZY = ("hashlib", "json", "logging", "opentelemetry", "pydantic", "sqlite3")
 # the start-up checks (a lifespan starting), the topological sort (a worker-thread step),
 # CALL and SESSION scopes (the first `Container.call` or `session`), asking (the first
 # resolver that asks), worker threads (the first sync resolver), and what a failure says
-# (its note, the log nobody else receives), and tracing (a plan compiled traced).
+# (its note, the log nobody else receives), tracing (a plan compiled traced), and a plan
+# rendered for people (its text, diagrams, or the path an error names).
 _LAZY_OWN = (
     "resolvent._engine.codegen",
+    "resolvent._graph.render",
     "resolvent._stores",
     "resolvent._container.overrides",
     "resolvent._container.startup",
@@ -320,6 +322,21 @@ async def main() -> None:
 anyio.run(main)
 """,
         ("resolvent._vocabulary.log",),
+    ),
+    # A plan rendered for people: its text and its diagrams.
+    "a rendering": (
+        """
+async def plain() -> str:
+    return "p"
+
+async def use(value: Annotated[str, Resolve(plain)]) -> str:
+    return value
+
+plan = container.compile(use)
+assert "plain" in plan.describe() and "flowchart" in plan.to_mermaid()
+assert plan.to_dot().startswith("digraph")
+""",
+        ("resolvent._graph.render",),
     ),
 }
 

@@ -1,5 +1,6 @@
-"""The execution plan as data (steps, inputs) and its text, Mermaid and Graphviz renderings.
-It never imports what runs a plan: the code comes from the `PlanCode` the plan is built with.
+"""The execution plan as data (steps, inputs). It never imports what runs a plan: the code
+comes from the `PlanCode` the plan is built with. Its renderings (text, Mermaid, Graphviz)
+are `render`'s.
 """
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .._reading.annotations import NO_DEFAULT, type_name
+from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
 from .._reading.signature import FunctionInfo
 from .._vocabulary.frozen import Frozen, put
@@ -401,53 +402,17 @@ class Plan(Frozen):
         again, from the plan's inputs: made on the first call (an error's path)."""
         parents = self._parents
         if parents is None:
-            parents = self._made("_parents", self._walk(self._maps()[0]))
+            from .render import parents_of  # an error's: loaded by the first one
+
+            parents = self._made("_parents", parents_of(self, self._maps()[0]))
         return parents[index]
-
-    def _walk(self, at: dict[int, Step]) -> dict[int, tuple[int, str]]:
-        # As the compiler walks: entering a step gives each of its inputs' steps met for
-        # the first time this step as parent, then walks them in turn; the function's
-        # parameters one after another.
-        made: dict[int, tuple[int, str]] = {}
-        entered: set[int] = set()
-
-        def enter(index: int) -> list[int]:
-            entered.add(index)
-            children = [i for i in at[index].inputs if i.source == "step"]
-            for item in children:
-                made.setdefault(item.step, (index, item.name))
-            return [item.step for item in children]
-
-        for item in self.inputs:
-            if item.source != "step":
-                continue
-            made.setdefault(item.step, (-1, item.name))
-            if item.step in entered:
-                continue
-            stack = [(item.step, enter(item.step), 0)]
-            while stack:
-                index, children, next_ = stack[-1]
-                if next_ == len(children):
-                    stack.pop()
-                    continue
-                stack[-1] = (index, children, next_ + 1)
-                child = children[next_]
-                if child not in entered:
-                    stack.append((child, enter(child), 0))
-        return made
 
     def path_to(self, index: int) -> str:
         """How the plan reaches step *index* (a `Step.index`):
         ``root.param -> resolver.param -> ...``."""
-        hops: list[str] = [self.step_at(index).name]
-        while index >= 0 and len(hops) < 12:
-            parent, param = self.parent(index)
-            name = self.step_at(parent).name if parent >= 0 else self.name
-            hops.append(f"{name}({param}=...)")
-            index = parent
-        if index >= 0:
-            hops.append("...")
-        return " -> ".join(reversed(hops))
+        from .render import path_to
+
+        return path_to(self, index)
 
     def source(self) -> str:
         """The Python source generated for this plan: what runs once the plan is hot
@@ -456,107 +421,21 @@ class Plan(Frozen):
 
     def describe(self) -> str:
         """A readable text view: steps in order with scope, kind and sources."""
-        lines = [f"plan for {self.name}({', '.join(self.arguments)}): {len(self.steps)} step(s)"]
-        width = max((len(s.name) for s in self.steps), default=0)
-        for number, step in enumerate(self.steps, 1):
-            asks = ", may ask" if step.may_ask else ""
-            lines.append(
-                f"  {number:>3}. {step.name:<{width}}  {step.scope.name:<7} "
-                f"{step.kind.value}{'' if step.kind.is_async or step.inline else ' (thread)'}{asks}"
-            )
-            for item in step.inputs:
-                lines.append(f"         {item.name} <- {self._source_text(item)}")
-        lines.append(f"  -> {self.name}{' (thread)' if self.fn_threaded else ''}")
-        for item in self.inputs:
-            lines.append(f"         {item.name} <- {self._source_text(item)}")
-        return "\n".join(lines)
+        from .render import describe  # loaded by the first rendering, not at import
 
-    def _source_text(self, item: Input) -> str:
-        if item.source == "step":
-            step = self.step_at(item.step)
-            text = f"step {self.position(item.step) + 1} ({step.name})"
-            return text + (" as outcome" if item.outcome is not None else "")
-        if item.source == "arg":
-            return f"call argument {item.arg!r}" + (
-                "" if item.default is NO_DEFAULT else f" (default {item.default!r})"
-            )
-        return f"framework value {type_name(item.value_type)}"
-
-    def _edges(self) -> list[tuple[str, str, str]]:
-        edges: list[tuple[str, str, str]] = []
-        consumers: list[tuple[str, tuple[Input, ...]]] = [
-            (f"s{s.index}", s.inputs) for s in self.steps
-        ]
-        consumers.append(("root", self.inputs))
-        for node, inputs in consumers:
-            for item in inputs:
-                if item.source == "step":
-                    edges.append((f"s{item.step}", node, item.name))
-                elif item.source == "arg":
-                    edges.append((f"arg_{item.arg}", node, item.name))
-                else:
-                    edges.append((f"val_{type_name(item.value_type)}", node, item.name))
-        return edges
+        return describe(self)
 
     def to_mermaid(self) -> str:
         """The plan as a Mermaid flowchart; scopes are coloured, questions marked."""
-        out = ["flowchart TD"]
-        for step in self.steps:
-            ask = " ❓" if step.may_ask else ""
-            out.append(
-                f'  s{step.index}["{step.name}<br/>{step.scope.name} · {step.kind.value}{ask}"]'
-                f":::{step.scope.name.lower()}"
-            )
-        out.append(f'  root(["{self.name}"]):::root')
-        seen: set[str] = set()
-        for source, target, label in self._edges():
-            if source not in seen and not source.startswith("s"):
-                seen.add(source)
-                text = source.split("_", 1)[1]
-                shape = (
-                    f'(["{text} (argument)"])'
-                    if source.startswith("arg_")
-                    else f'[/"{text} (value)"/]'
-                )
-                out.append(f"  {source}{shape}:::external")
-            out.append(f"  {source} -->|{label}| {target}")
-        out += [
-            "  classDef app fill:#dbeafe,stroke:#1d4ed8",
-            "  classDef session fill:#dcfce7,stroke:#15803d",
-            "  classDef call fill:#fef9c3,stroke:#a16207",
-            "  classDef root fill:#f3f4f6,stroke:#111827",
-            "  classDef external fill:#ffffff,stroke:#6b7280,stroke-dasharray: 3 3",
-        ]
-        return "\n".join(out)
+        from .render import to_mermaid
+
+        return to_mermaid(self)
 
     def to_dot(self) -> str:
         """The plan as a Graphviz DOT digraph; scopes are coloured, questions marked."""
-        colours = {Scope.APP: "#dbeafe", Scope.SESSION: "#dcfce7", Scope.CALL: "#fef9c3"}
-        out = [
-            "digraph plan {",
-            "  rankdir=TB;",
-            '  node [shape=box, style="rounded,filled", fontname="Helvetica"];',
-        ]
-        for step in self.steps:
-            ask = "\\n(may ask)" if step.may_ask else ""
-            out.append(
-                f'  s{step.index} [label="{step.name}\\n{step.scope.name} · '
-                f'{step.kind.value}{ask}", '
-                f'fillcolor="{colours.get(step.scope, "#f3f4f6")}"];'
-            )
-        out.append(f'  root [label="{self.name}", shape=oval, fillcolor="#f3f4f6"];')
-        seen: set[str] = set()
-        for source, target, label in self._edges():
-            if source not in seen and not source.startswith("s"):
-                seen.add(source)
-                text = source.split("_", 1)[1]
-                kind = "argument" if source.startswith("arg_") else "value"
-                out.append(
-                    f'  "{source}" [label="{text} ({kind})", shape=note, fillcolor="#ffffff"];'
-                )
-            out.append(f'  "{source}" -> "{target}" [label="{label}"];')
-        out.append("}")
-        return "\n".join(out)
+        from .render import to_dot
+
+        return to_dot(self)
 
 
 def direct_shape(steps: tuple[Step, ...]) -> bool:

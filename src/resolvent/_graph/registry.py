@@ -81,7 +81,7 @@ class Expansion:
     step: Any
     """The resolver's step, once a plan without overrides built it: every later plan
     without overrides that reaches this expansion takes it as it is; a plan whose node
-    has the same reading and other inputs copies it (the compiler's `build`), and
+    has the same reading and other inputs copies it (`build_steps`), and
     tells from it whether it is a CALL resource or runs in a worker thread."""
 
     def __init__(
