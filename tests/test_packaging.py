@@ -59,8 +59,14 @@ _LAZY = ("hashlib", "json", "logging", "opentelemetry", "pydantic", "sqlite3")
 # CALL and SESSION scopes (the first `Container.call` or `session`), asking (the first
 # resolver that asks), worker threads (the first sync resolver), and what a failure says
 # (its note, the log nobody else receives), tracing (a plan compiled traced), and a plan
-# rendered for people (its text, diagrams, or the path an error names).
+# rendered for people (its text, diagrams, or the path an error names); and the compiler
+# (the first plan compiled: a module that imports resolvent for its markers never compiles).
 _LAZY_OWN = (
+    "resolvent._graph.compiler",
+    "resolvent._graph.checks",
+    "resolvent._graph.steps",
+    "resolvent._graph.subgraphs",
+    "resolvent._reading.typecheck",
     "resolvent._engine.codegen",
     "resolvent._graph.render",
     "resolvent._stores",
@@ -322,6 +328,25 @@ async def main() -> None:
 anyio.run(main)
 """,
         ("resolvent._vocabulary.log",),
+    ),
+    # The first plan compiled: the compiler, its checks and its builder of steps.
+    "a compile": (
+        """
+async def plain() -> str:
+    return "p"
+
+async def use(value: Annotated[str, Resolve(plain)]) -> str:
+    return value
+
+assert [s.fn for s in container.compile(use).steps] == [plain]
+""",
+        (
+            "resolvent._graph.compiler",
+            "resolvent._graph.checks",
+            "resolvent._graph.steps",
+            "resolvent._graph.subgraphs",
+            "resolvent._reading.typecheck",
+        ),
     ),
     # A plan rendered for people: its text and its diagrams.
     "a rendering": (

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import anyio
 
-from .._graph.compiler import Overrides
 from .._graph.plan import Plan
 from .._graph.registry import Registry, read
 from .._reading.annotations import with_article
@@ -25,6 +24,7 @@ from .launch import Launcher
 from .plans import PlanCache, Starter, check_scopes, refuse_generator, refuse_values
 
 if TYPE_CHECKING:
+    from .._graph.compiler import Overrides
     from .call import Call
     from .overrides import OverrideBlock
     from .session import Session

@@ -13,7 +13,6 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from .._engine.executor import PLAN_CODE, cold_runner, cold_shape
-from .._graph.compiler import NO_OVERRIDES, Overrides, build_graph
 from .._graph.plan import Plan
 from .._graph.registry import Registry, resolver_key
 from .._reading.annotations import type_name
@@ -32,7 +31,21 @@ __all__ = (
 )
 
 if TYPE_CHECKING:
+    from .._graph.compiler import Overrides, build_graph
+
     KW = TypeVar("KW", bound=Mapping[str, Any])
+else:
+
+    def build_graph(*args: Any) -> Any:
+        """Compile the first plan: load the compiler (a program that imports resolvent for
+        its markers, a library of resolvers say, never compiles) and put `build_graph`
+        itself in this name, so each later compile finds a plain global, as if it had been
+        imported at the top."""
+        global build_graph
+        from .._graph.compiler import build_graph
+
+        return build_graph(*args)
+
 
 _MAX_PLANS = 10_000
 _MAX_OVERRIDE_PLANS = 1_000
@@ -113,7 +126,7 @@ class PlanCache:
         if plan is not None and plan.generation == self.generation:
             plans.move_to_end(key)
             return plan
-        graph = build_graph(fn, self.registry, overrides or NO_OVERRIDES, self.value_types)
+        graph = build_graph(fn, self.registry, overrides, self.value_types)
         ref: list[Any] = [None]
         steps = graph.steps
         is_async = graph.root.awaits
@@ -240,7 +253,7 @@ class PlanCache:
             [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in params]
         )
         overrides = self.override_var.get() if self.open_blocks else None
-        graph = build_graph(start, self.registry, overrides or NO_OVERRIDES, self.value_types)
+        graph = build_graph(start, self.registry, overrides, self.value_types)
         plan = Plan(
             fn=start,
             name=graph.root.name,

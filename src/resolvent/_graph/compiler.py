@@ -326,15 +326,16 @@ class _Compiler:
 def build_graph(
     fn: Callable[..., Any],
     registry: Registry,
-    overrides: Overrides,
+    overrides: Overrides | None,
     value_types: tuple[type, ...],
 ) -> Graph:
-    """Compile *fn*'s resolver graph into topologically sorted steps.
+    """Compile *fn*'s resolver graph into topologically sorted steps, with the *overrides*
+    active (None: none).
 
     Raises:
         InvalidSignature: on any mistake in the graph, before anything runs.
     """
-    return _Compiler(fn, registry, overrides, value_types).run()
+    return _Compiler(fn, registry, overrides or NO_OVERRIDES, value_types).run()
 
 
 def _threaded(node: WalkNode) -> bool:
