@@ -4,22 +4,17 @@ sessions in their own modules; it never generates code itself."""
 
 from __future__ import annotations
 
-import contextlib
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-import anyio
-
 from .._graph.plan import Plan
 from .._graph.registry import Registry, read
-from .._reading.annotations import with_article
 from .._runtime.cache import LiveScope
-from .._runtime.teardown import settle
-from .._vocabulary.errors import InvalidSignature, ResolventError
 from .._vocabulary.questions import Asker
 from .._vocabulary.scopes import Scope, app_and_call
+from .app import AppScope, check_targets
 from .launch import Launcher
 from .plans import PlanCache, Starter, check_scopes, refuse_generator, refuse_values
 
@@ -46,7 +41,7 @@ else:
 __all__ = ("Container",)
 
 
-class Container:
+class Container(AppScope):
     """An async dependency-injection container.
 
     Holds the provider registry and the APP scope; compiles functions into plans; opens
@@ -100,7 +95,7 @@ class Container:
             )
         self._registry = Registry()
         self._warm: tuple[Callable[..., Any], ...] = tuple(warm)
-        _check_targets("Container(warm=[...])", self._warm)
+        check_targets("Container(warm=[...])", self._warm)
         # fn -> what `run` calls, as ``start(kwargs)``, to start its checked plan (see
         # `_start`), for a fn that calls what whatever equals it calls (see
         # `PlanCache.remember`); `_hot` is `_ready`, or nothing while an override block
@@ -237,131 +232,6 @@ class Container:
         """
         return self._plans.compile(fn)
 
-    # -- the APP scope ------------------------------------------------------------------
-
-    async def __aenter__(self) -> Container:
-        if self._entries == 0:
-            self._app = LiveScope(Scope.APP)
-        self._entries += 1
-        if self._warm:
-            # Every entry waits for the warm values (a later one finds them made or
-            # joins the start under way), so no lifespan serves traffic before them.
-            try:
-                await self.start(*self._warm)
-            except BaseException as error:
-                # Close what did start, cleanly: the failure is not theirs.
-                settle(error, await self._leave(None))
-                raise
-        return self
-
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        settle(exc, await self._leave(exc))
-
-    async def _leave(self, exc: BaseException | None) -> list[BaseException]:
-        """Drop one entry; the last one closes the APP scope. Returns teardown errors."""
-        self._entries -= 1
-        if self._entries > 0:
-            return []
-        app, self._app = self._app, None
-        assert app is not None
-        self._ready.clear()  # plans needing APP must be checked again
-        callbacks, self._closing = self._closing, []
-        errors: list[BaseException] = []
-        with anyio.CancelScope(shield=True):
-            for callback in reversed(callbacks):
-                try:
-                    await callback()
-                except Exception as error:
-                    errors.append(error)
-        return errors + await app.close(exc)
-
-    async def start(self, *targets: Callable[..., Any]) -> None:
-        """Create APP values now, with the APP values they depend on, and wait for them.
-
-        So a server opens its pool before it accepts traffic instead of on the first
-        call. *targets* are APP providers, as `Resolve` takes them: a function, or a
-        type some provider provides. Values already made are kept; a start another call
-        began is joined. Under a deadline of your own, timing out only stops the
-        waiting: the start goes on, as it does for calls. ``Container(warm=[...])`` does
-        this on every entry.
-
-        ```python
-        async with container:
-            await container.start(pool, Settings)
-        ```
-
-        Raises:
-            ResolventError: the container is not open; a target is not APP-scoped; or
-                a value failed to start.
-                The last says, on its last line, the provider and the cause; the
-                original exception is its ``__context__``, not printed again with it
-                (the ``resolvent`` logger has its traceback at DEBUG). Values started
-                before it stay open.
-            InvalidSignature: the targets' graph does not compile.
-        """
-        app = self._app
-        if app is None:
-            raise ResolventError(
-                "container.start(...) needs an open container.\n"
-                "  fix: call it inside `async with container:` (or the server lifespan), "
-                "or pass Container(warm=[...]) to start them on entry"
-            )
-        _check_targets("container.start(...)", targets)
-        from .startup import start_values  # container.start only
-
-        await start_values(self._plans.for_start(targets), app)
-
-    def on_close(self, callback: Callable[[], Awaitable[None]]) -> None:
-        """Run *callback* when the open APP scope closes, before its resources close.
-
-        For integrations that keep SESSION scopes of their own (the MCP adapter does):
-        they are closed while the APP values they use still exist. Callbacks run last
-        registered first, like an exit stack (one registered later may use what an
-        earlier one closes), each to its end even if one fails; the next opening of the
-        container starts with none.
-
-        Raises:
-            ResolventError: the container is not open.
-        """
-        if self._app is None:
-            raise ResolventError("on_close needs an open container (`async with container:`)")
-        self._closing.append(callback)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(self, server: Any = None) -> AsyncGenerator[None, None]:
-        """The APP scope as a lifespan: ``MCPServer("x", lifespan=container.lifespan)``,
-        ``Starlette(lifespan=...)``, ``FastAPI(lifespan=...)``.
-
-        It yields nothing (no lifespan state), which every one of them accepts: Starlette
-        reads a yielded value as a state mapping, and FastAPI merges the states of the
-        routers an app includes. Entries are reference-counted, so several connections
-        may share one APP scope. Checks that integrations registered
-        (`register_start_check`) run on *server* first.
-        """
-        from .startup import starting  # at start-up only
-
-        async with starting(self, server):
-            yield
-
-    def wrap_lifespan(
-        self, inner: Callable[[Any], contextlib.AbstractAsyncContextManager[T]]
-    ) -> Callable[[Any], contextlib.AbstractAsyncContextManager[T]]:
-        """Compose with your own lifespan: the APP scope opens first and closes last."""
-
-        @contextlib.asynccontextmanager
-        async def lifespan(server: Any) -> AsyncGenerator[T, None]:
-            from .startup import starting
-
-            async with starting(self, server), inner(server) as value:
-                yield value
-
-        return lifespan
-
-    @property
-    def is_open(self) -> bool:
-        """True between entering and leaving ``async with container``."""
-        return self._app is not None
-
     # -- running ------------------------------------------------------------------------
 
     @overload
@@ -465,18 +335,3 @@ class Container:
     def _live_scopes(self) -> list[LiveScope]:
         scopes = [session.live for session in self._sessions]
         return scopes if self._app is None else [self._app, *scopes]
-
-
-def _check_targets(where: str, targets: tuple[Any, ...]) -> None:
-    """Refuse a start target that is neither a provider function nor a type (a provider's
-    name as a string, say), naming where it was given, before anything compiles."""
-    for target in targets:
-        if not callable(target):
-            example = where.replace("...", "open_pool"), where.replace("...", "Pool")
-            raise InvalidSignature(
-                f"{where} was given {target!r} ({with_article(type(target).__name__)}), "
-                "which is neither a "
-                "provider function nor a type.\n"
-                "  fix: pass the provider itself or the type it provides, as `Resolve` "
-                f"takes them: {example[0]} or {example[1]}"
-            )
