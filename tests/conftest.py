@@ -59,6 +59,29 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--eager-shield",
+        action="store_true",
+        help="run every call's teardown shield on its fallback, the cancel scope entered "
+        "before any setup, as on an anyio or trio whose scope tree has another shape",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``--eager-shield``, mark both backends' scope trees as not of the shape the
+    lazy teardown shield reads (`resolvent._runtime.shield.available` and
+    `_trio_available` then answer False without looking): every call takes the fallback.
+    CI runs the shield's tests with and without it, on the newest and the lowest
+    declared anyio and trio (.ci/jobs.py, `run_shield_tests`). A switch of the tests,
+    not of the package."""
+    if config.getoption("eager_shield"):
+        from resolvent._runtime import shield
+
+        shield._ok = False  # pyright: ignore[reportPrivateUsage]
+        shield._trio_ok = False  # pyright: ignore[reportPrivateUsage]
+
+
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module:
     return _ModuleNeedingExtras.from_parent(parent, path=module_path)
 

@@ -403,9 +403,22 @@ def lazy_shield_available(backend: str) -> bool:
     return _shield.available() if backend == "asyncio" else _shield._trio_available()
 
 
-async def test_the_lazy_shield_is_in_use_with_the_installed_backends(anyio_backend: str) -> None:
+async def test_the_lazy_shield_is_in_use_with_the_installed_backends(
+    anyio_backend: str, pytestconfig: pytest.Config
+) -> None:
     """A newer anyio or trio whose scope tree has another shape falls back to the eager
-    scope (correct, slower): this says so in the test run rather than only in a benchmark."""
+    scope (correct, slower): this says so in the test run rather than only in a benchmark.
+    With ``--eager-shield`` (tests/conftest.py), the run is of that fallback: every call
+    begins with a cancel scope entered there and then."""
+    if pytestconfig.getoption("eager_shield"):
+        assert not lazy_shield_available(anyio_backend)
+        with anyio.CancelScope() as outer:
+            guard = _shield.begin()
+            assert isinstance(guard, anyio.CancelScope)
+            guard.__exit__(None, None, None)
+            assert _shield.here() is not _shield.here()  # every resource looks held open
+        assert not outer.cancel_called
+        return
     installed = importlib.metadata.version("anyio")
     if anyio_backend == "asyncio" and tuple(map(int, installed.split(".")[:2])) < LAZY_SHIELD_ANYIO:
         assert not _shield.available()

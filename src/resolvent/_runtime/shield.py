@@ -20,7 +20,9 @@ The shield is made a child of the mark, below any scope a provider still holds, 
 where the eagerly entered scope would be. Neither anyio nor trio has a public way to do
 that, so it links the scope into the backend's tree as ``__enter__`` would have done at the
 mark. `available` and `_trio_available` check that each tree has the shape this relies on;
-without it (another anyio or trio), the eager scope is used.
+without it (another anyio or trio), the eager scope is used. The test suite forces that
+fallback with its ``--eager-shield`` option, which sets ``_ok`` and ``_trio_ok`` to False
+before any call (tests/conftest.py); CI runs the shield's tests both ways.
 
 One difference remains: a finalizer that itself cancels a scope *around its call* before
 it first suspends is not shielded from that cancellation (shielding it then would make a
