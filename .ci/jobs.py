@@ -6,7 +6,8 @@ Usage:
     python3 .ci/jobs.py python 3.12     the suite on another CPython (skipped, loudly, if absent)
     python3 .ci/jobs.py pythons         the suite on every declared CPython but this one
     python3 .ci/jobs.py package         build, check and smoke-test the sdist and the wheel
-    python3 .ci/jobs.py slow            the tests marked slow (the default run leaves them out)
+    python3 .ci/jobs.py slow            the tests marked slow (the default run leaves them out),
+                                        then the teardown shield's both ways (newest anyio, trio)
     python3 .ci/jobs.py peers           the tests that need the benchmark peers (the `bench` extra)
     python3 .ci/jobs.py instructions    instructions per call (callgrind) against the baseline
     python3 .ci/jobs.py instructions --update WHY
@@ -89,8 +90,8 @@ def show_versions(py: Path) -> None:
     """Log the installed versions of the packages a job is about."""
     command = [str(py), "-m", "pip", "list", "--disable-pip-version-check", "--format", "freeze"]
     listed = subprocess.run(command, capture_output=True, text=True, check=True)
-    about = ("anyio", "pydantic", "typing_extensions", "mcp", "starlette", "fastapi", "uvicorn",
-             "coredis")  # fmt: skip
+    about = ("anyio", "trio", "pydantic", "typing_extensions", "mcp", "starlette", "fastapi",
+             "uvicorn", "coredis")  # fmt: skip
     lines = listed.stdout.split()
     log("installed: " + ", ".join(ln for ln in lines if ln.split("==")[0].lower() in about))
 
@@ -145,6 +146,27 @@ def job_pythons() -> int:
         log(f"Python {version}: exit {code} in {time.monotonic() - started:.0f} s")
         first = first or code
     return first
+
+
+# The tests of the teardown shield (resolvent._runtime.shield). Where anyio's and trio's
+# cancel-scope trees have the private shape it reads, it links its scope into them (the
+# fast path); elsewhere it enters a cancel scope before any setup (the fallback). Both run
+# on the newest anyio and trio (`slow`) and on the lowest declared (`floors`).
+_SHIELD_TESTS = (
+    "tests/test_lifecycle_teardown_shield.py",
+    "tests/test_lifecycle_direct.py",
+    "tests/test_lifecycle_resources.py",
+)
+
+
+def run_shield_tests(py: Path) -> int:
+    """The shield's tests in *py*'s virtualenv, as they are (the fast path, where the
+    installed anyio or trio has its shape) and again with ``--eager-shield``, which forces
+    the fallback (tests/conftest.py)."""
+    show_versions(py)
+    fast = run(py, *PYTEST, *_SHIELD_TESTS, env=env_without_source())
+    fallback = run(py, *PYTEST, "--eager-shield", *_SHIELD_TESTS, env=env_without_source())
+    return fast or fallback
 
 
 def floors(requirements: list[str]) -> list[str]:
@@ -225,6 +247,8 @@ def job_floors() -> int:
     depends on, by pip's conflict report) accepts. A third, short round adds the redis
     extra at its floor (coredis needs a newer anyio still, so it is not in round 2) and
     a real Valkey server, and runs the state store's tests.
+    After round 1, the teardown shield's tests run on anyio's floor and trio's, with its
+    fast path and its fallback (`run_shield_tests`).
     The test tools' own floors come from the `test` extra.
     """
     python = next((p for p in map(find_python, declared_pythons()) if p), sys.executable)
@@ -239,6 +263,15 @@ def job_floors() -> int:
     pip(py, "-c", constraints, "-e", ".[starlette,test]")
     show_versions(py)
     first = run(py, *PYTEST, env=env_without_source())
+    # The teardown shield on anyio's floor and trio's (the `trio` extra's), both ways;
+    # then the trio the resolver chose again, for the rounds below.
+    [trio_floor] = floors(extras["trio"])
+    chosen = subprocess.run([str(py), "-c", "import trio; print(trio.__version__)"],
+                            capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    log(f"round 1: the shield's tests on {trio_floor}")
+    pip(py, "-c", constraints, trio_floor)
+    shield = run_shield_tests(py)
+    pip(py, "-c", constraints, f"trio=={chosen}")
 
     [mcp_floor] = floors(extras["mcp"])
     # The web extra is left to the resolver: the MCP SDK's own HTTP stack needs a newer one.
@@ -279,7 +312,7 @@ def job_floors() -> int:
     show_versions(py)
     stores = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_state*.py"))
     third = run(py, *PYTEST, *stores, env=env_without_source())
-    return first or second or third
+    return first or shield or second or third
 
 
 def job_package() -> int:
@@ -332,14 +365,16 @@ print(f"sdist ({len(members)} files) and wheel ({len(names)} files) have what th
 
 def job_slow() -> int:
     """The tests marked `slow`, which the default run (`dev.py test`, the other jobs) leaves
-    out, with every extra the suite covers. None marked is a pass."""
+    out, with every extra the suite covers. None marked is a pass. Then the teardown
+    shield's tests on the newest anyio and trio, with its fast path and its fallback."""
     py = make_venv("slow", sys.executable)
     pip(py, "-e", f".[{','.join(SUITE_EXTRAS)}]")
     code = run(py, *PYTEST, "-m", "slow", env=env_without_source())
     if code == 5:  # pytest: no test collected
         log("no test is marked slow")
-        return 0
-    return code
+        code = 0
+    shield = run_shield_tests(py)
+    return code or shield
 
 
 # The tests that skip without the `bench` extra: the benchmarks compute what the hand-written
