@@ -400,3 +400,38 @@ async def test_several_teardowns_failing_after_a_success_are_one_group_that_says
         await container.run(handler)
     assert info.value.message == "several finalizers failed during teardown"
     assert sorted(map(str, info.value.exceptions)) == ["first broke", "second broke"]
+
+
+@pytest.mark.parametrize("mode", ["concurrent", "deadline"])
+@pytest.mark.parametrize("failing", ["handler", "teardown"])
+async def test_a_call_failing_as_its_caller_is_cancelled_raises_its_error(
+    failing: str, mode: str
+) -> None:
+    # The caller cancelled while its call fails (the handler raising, or a finalizer
+    # after a success): the call's error still reaches it, not the cancellation.
+    container = Container(
+        **{"concurrent": {"concurrent": True}, "deadline": {"call_timeout": 30}}[mode]
+    )
+    caller = anyio.CancelScope()
+
+    @container.provider
+    async def connection() -> AsyncIterator[str]:
+        yield "conn"
+        if failing == "teardown":
+            caller.cancel()
+            raise TeardownError("teardown")
+
+    async def handler(conn: Annotated[str, Resolve(connection)]) -> str:
+        if failing == "handler":
+            caller.cancel()
+            raise BodyError("handler")
+        return conn
+
+    seen: list[BaseException] = []
+    with caller:
+        try:
+            async with container.call() as call:
+                await call.run(handler)
+        except Exception as exc:
+            seen.append(exc)
+    assert [str(e) for e in seen] == [failing]

@@ -23,6 +23,12 @@ class Log:
     def __init__(self) -> None:
         self.events: list[str] = []
         self.seen: dict[str, BaseException | None] = {}
+        # A context manager class's exit arguments, the exception's traceback beside them.
+        self.exits: dict[str, tuple[Any, Any, Any]] = {}
+
+    def exit(self, name: str, tp: Any, exc: BaseException | None, tb: Any) -> None:
+        self.seen[name] = exc
+        self.exits[name] = (tp, tb, None if exc is None else exc.__traceback__)
 
     def add(self, event: str) -> None:
         self.events.append(event)
@@ -57,7 +63,7 @@ def shapes(log: Log, name: str) -> dict[str, tuple[Callable[..., Any], bool]]:
             return name
 
         async def __aexit__(self, tp: Any, exc: BaseException | None, tb: Any) -> None:
-            log.seen[name] = exc
+            log.exit(name, tp, exc, tb)
             log.add(f"close {name}")
 
     class SyncCM:
@@ -66,7 +72,7 @@ def shapes(log: Log, name: str) -> dict[str, tuple[Callable[..., Any], bool]]:
             return name
 
         def __exit__(self, tp: Any, exc: BaseException | None, tb: Any) -> None:
-            log.seen[name] = exc
+            log.exit(name, tp, exc, tb)
             log.add(f"close {name}")
 
     def async_cm() -> contextlib.AbstractAsyncContextManager[str]:
@@ -136,6 +142,7 @@ async def test_each_shape_lives_exactly_as_long_as_its_scope(shape: str, scope: 
     }[scope]
     assert log.events == [*expected, "app closed"]
     assert log.seen.get("r") is None  # a clean end throws nothing in
+    assert log.exits.get("r", (None, None, None)) == (None, None, None)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -155,6 +162,9 @@ async def test_the_exception_ending_the_scope_is_thrown_in(shape: str, scope: Sc
             await session.run(handler)
     assert caught.value is boom
     assert log.seen["r"] is boom
+    if "context manager" in shape:  # its exit is given the three, as `with` gives them
+        tp, tb, traceback = log.exits["r"]
+        assert tp is LookupError and tb is traceback and tb is not None
     assert log.events == ["open r", "close r"]
 
 

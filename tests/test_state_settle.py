@@ -10,10 +10,12 @@ changes nothing. Every execution mode, asyncio and trio.
 The web and MCP sides are in test_state_settle_web.py and test_state_settle_mcp.py.
 """
 
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import pytest
 
 from modes import MODES, make_container, run
@@ -129,6 +131,95 @@ async def test_call_settle_commits_while_other_resources_stay_open(mode: str) ->
                 await call.settle(error)  # rolled back with the call's failure
                 assert opened(log) == ["rollback Declined"]
                 raise error
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", ["async", "sync"])
+async def test_a_settling_context_manager_closes_once(shape: str, mode: str) -> None:
+    # A settling resource written as a class, whose exit commits each time it is
+    # called (a generator runs its teardown once whatever happens): it closes when the
+    # call settles, and not again with the call's other resources.
+    log: list[str] = []
+    container = make_container(mode)
+
+    class Unit:
+        def __enter__(self) -> str:
+            log.append("begin")
+            return "unit"
+
+        def __exit__(self, tp: Any, exc: BaseException | None, tb: Any) -> None:
+            log.append("commit" if exc is None else f"rollback {type(exc).__name__}")
+
+    class AsyncUnit(Unit):
+        async def __aenter__(self) -> str:
+            return self.__enter__()
+
+        async def __aexit__(self, tp: Any, exc: BaseException | None, tb: Any) -> None:
+            self.__exit__(tp, exc, tb)
+
+    if shape == "async":
+
+        @container.provider
+        @settles
+        def unit() -> contextlib.AbstractAsyncContextManager[str]:
+            return AsyncUnit()
+    else:
+
+        @container.provider(inline=True)
+        @settles
+        def unit() -> contextlib.AbstractContextManager[str]:
+            return Unit()
+
+    async def handler(u: Annotated[str, Resolve(unit)]) -> str:
+        return u
+
+    async def failing(u: Annotated[str, Resolve(unit)]) -> str:
+        raise Declined("no")
+
+    async with container:
+        assert await run(container, handler, mode) == "unit"
+        with pytest.raises(Declined):
+            await run(container, failing, mode)
+        async with container.call(rounds=mode == "interpreter") as call:
+            await call.run(handler)
+            await call.settle()
+            await call.settle()
+    assert log == ["begin", "commit", "begin", "rollback Declined", "begin", "commit"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_commit_under_way_finishes_when_the_caller_is_cancelled(mode: str) -> None:
+    # A client that leaves while its call commits: the commit runs to its end, shielded
+    # as every teardown is.
+    log: list[str] = []
+    committing, answered = anyio.Event(), anyio.Event()
+    container = make_container(mode)
+
+    @container.provider
+    @settles
+    async def transaction() -> AsyncIterator[str]:
+        yield "tx"
+        committing.set()
+        await answered.wait()  # the database's answer to the commit
+        log.append("committed")
+
+    async def handler(tx: Annotated[str, Resolve(transaction)]) -> str:
+        return tx
+
+    async def request(scope: anyio.CancelScope) -> None:
+        with scope:
+            async with container.call(rounds=mode == "interpreter") as call:
+                await call.run(handler)
+                await call.settle()
+
+    async with container, anyio.create_task_group() as group:
+        scope = anyio.CancelScope()
+        group.start_soon(request, scope)
+        await committing.wait()
+        scope.cancel()  # the client left
+        await anyio.sleep(0)
+        answered.set()
+    assert log == ["committed"]
 
 
 @pytest.mark.parametrize("mode", ["interpreter", "concurrent", "timeout"])
