@@ -500,3 +500,176 @@ def test_a_fastapi_route_keeps_its_containers_deadline_and_concurrent_branches()
 
     with TestClient(served(Container(concurrent=True), both)) as client:
         assert client.get("/").json() == "left and right"
+
+
+def failing_route_resource(shape: str, seen: list[str]) -> Any:
+    """A CALL resource of *shape* that records what its teardown is given: the route's
+    error (to roll back) or nothing (to commit)."""
+
+    def saw(exc: BaseException | None, tb: Any = None) -> None:
+        traced = "" if exc is None or tb is exc.__traceback__ else " without its traceback"
+        seen.append(f"{shape} saw {exc!r}{traced}")
+
+    async def async_generator() -> AsyncIterator[str]:
+        try:
+            yield "r"
+        except BaseException as exc:
+            saw(exc, exc.__traceback__)
+            raise
+        saw(None)
+
+    def generator() -> Iterator[str]:
+        try:
+            yield "r"
+        except BaseException as exc:
+            saw(exc, exc.__traceback__)
+            raise
+        saw(None)
+
+    class Async:
+        async def __aenter__(self) -> str:
+            return "r"
+
+        async def __aexit__(self, tp: Any, exc: BaseException | None, tb: Any) -> None:
+            saw(exc, tb)
+
+    class Sync:
+        def __enter__(self) -> str:
+            return "r"
+
+        def __exit__(self, tp: Any, exc: BaseException | None, tb: Any) -> None:
+            saw(exc, tb)
+
+    def async_cm() -> contextlib.AbstractAsyncContextManager[str]:
+        return Async()
+
+    def sync_cm() -> contextlib.AbstractContextManager[str]:
+        return Sync()
+
+    return {
+        "async generator": async_generator,
+        "generator": generator,
+        "async context manager": async_cm,
+        "context manager": sync_cm,
+    }[shape]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shield", ["lazy", "eager"])
+@pytest.mark.parametrize(
+    "shape", ["async generator", "generator", "async context manager", "context manager"]
+)
+def test_a_failing_routes_error_reaches_its_resources_and_their_own_errors_are_notes(
+    shape: str, shield: str, backend: str
+) -> None:
+    """A FastAPI route that raises: each CALL resource it opened is given the route's
+    error as it closes (a transaction rolls back), one whose teardown fails too adds its
+    error to the route's as a note, and the server reports the route's error. After a
+    success they are given nothing (they commit). *shield* "eager": the teardown shield
+    of an anyio or trio without the shape the lazy one reads (`resolvent._runtime.shield`)."""
+    from unittest.mock import patch
+
+    from resolvent._runtime import shield as _shield
+
+    seen: list[str] = []
+    container = make_container("generated")
+    resource = failing_route_resource(shape, seen)
+
+    async def broken() -> AsyncIterator[str]:
+        try:
+            yield "b"
+        finally:
+            raise RuntimeError("the connection broke while closing")
+
+    app = FastAPI(lifespan=container.lifespan)
+
+    @app.get("/")
+    @inject(container)
+    async def route(
+        fail: bool, r: Annotated[str, Resolve(resource)], b: Annotated[str, Resolve(broken)]
+    ) -> str:
+        if fail:
+            raise LookupError("the route failed")
+        return r
+
+    eager = [
+        patch.object(_shield, "_ok", False),
+        patch.object(_shield, "_trio_ok", False),
+        patch.object(_shield, "_loop", None),
+    ]
+    with contextlib.ExitStack() as patches, TestClient(app, backend=backend) as client:
+        for patched in eager if shield == "eager" else []:
+            patches.enter_context(patched)
+        with pytest.raises(LookupError) as caught:
+            client.get("/", params={"fail": True})
+        with pytest.raises(RuntimeError, match="the connection broke while closing"):
+            client.get("/", params={"fail": False})
+    assert seen == [f"{shape} saw LookupError('the route failed')", f"{shape} saw None"]
+    assert getattr(caught.value, "__notes__", []) == [
+        "resolvent: a finalizer also failed during teardown: "
+        "RuntimeError('the connection broke while closing')"
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("way", ["route", "dependency and route", "dependency"])
+def test_a_requests_writes_commit_once_it_succeeds_and_roll_back_when_it_fails(
+    way: str, backend: str
+) -> None:
+    """A settling resource (a transaction) opened by the route, by an injected dependency
+    the route shares its call scope with, or by an injected dependency of a plain route:
+    it commits once the route has returned and rolls back, given the route's error, when
+    the route raises (FastAPI answers 500)."""
+    from resolvent import settles
+
+    events: list[str] = []
+    container = make_container("generated")
+
+    @settles
+    async def transaction() -> AsyncIterator[str]:
+        events.append("begin")
+        try:
+            yield "tx"
+        except BaseException as exc:
+            events.append(f"rollback {exc!r}")
+            raise
+        events.append("commit")
+
+    @inject(container)
+    async def user(tx: Annotated[str, Resolve(transaction)]) -> str:
+        return f"user in {tx}"
+
+    app = FastAPI(lifespan=container.lifespan)
+    if way == "route":
+
+        @app.get("/")
+        @inject(container)
+        async def route(fail: bool, tx: Annotated[str, Resolve(transaction)]) -> str:
+            if fail:
+                raise LookupError("the route failed")
+            return tx
+
+    elif way == "dependency and route":
+
+        @app.get("/")
+        @inject(container)
+        async def shared(
+            fail: bool, who: Annotated[str, Depends(user)], tx: Annotated[str, Resolve(transaction)]
+        ) -> str:
+            if fail:
+                raise LookupError("the route failed")
+            return f"{who}, {tx}"
+
+    else:
+
+        @app.get("/")
+        async def plain(fail: bool, who: Annotated[str, Depends(user)]) -> str:
+            if fail:
+                raise LookupError("the route failed")
+            return who
+
+    with TestClient(app, backend=backend, raise_server_exceptions=False) as client:
+        assert client.get("/", params={"fail": False}).status_code == 200
+        assert events == ["begin", "commit"]
+        assert client.get("/", params={"fail": True}).status_code == 500
+    assert events == ["begin", "commit", "begin", "rollback LookupError('the route failed')"]
