@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Annotated
@@ -13,6 +14,7 @@ from resolvent import Container, Elicit, Resolve, Scope
 __all__ = (
     "COUNTS",
     "SLEEPS",
+    "THREADS",
     "asks",
     "asks_late",
     "container",
@@ -109,8 +111,14 @@ async def asks(a: Annotated[Answer, Resolve(question)]) -> str:
 COUNTS: dict[str, int] = {}
 
 
+# The threads each count was made in: the event loop's ("loop") or a worker's ("worker").
+THREADS: dict[str, set[str]] = {}
+
+
 def _count(key: str) -> None:
     COUNTS[key] = COUNTS.get(key, 0) + 1
+    here = "loop" if threading.current_thread() is threading.main_thread() else "worker"
+    THREADS.setdefault(key, set()).add(here)
 
 
 def threaded(user_id: str) -> str:

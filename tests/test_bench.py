@@ -106,6 +106,7 @@ async def test_every_step_kind_runs_probed_as_it_runs_plain() -> None:
     # async factory) and a sync body in a thread: set up and torn down once per call, in
     # every mode, probed or not.
     bench_sample.COUNTS.clear()
+    bench_sample.THREADS.clear()
     report = await bench(
         bench_sample.container,
         bench_sample.every_kind,
@@ -118,6 +119,11 @@ async def test_every_step_kind_runs_probed_as_it_runs_plain() -> None:
     counts = bench_sample.COUNTS
     for kind in ("sync_gen", "threaded_gen", "cm", "acm"):
         assert counts[f"{kind} up"] == counts[f"{kind} down"] > 0, kind
+    # Each sync teardown where its provider says: inline on the event loop, else in a
+    # worker thread, also when closed by hand (the floor).
+    threads = bench_sample.THREADS
+    assert threads["sync_gen down"] == threads["cm down"] == {"loop"}
+    assert threads["threaded_gen down"] == {"worker"}
     assert counts["acm up"] == 2 * counts["body"]  # two async context managers a call
     assert [m["mode"] for m in report["modes"]] == list(MODES)
     for mode in report["modes"]:
