@@ -23,6 +23,7 @@ from fastapi import FastAPI
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
@@ -105,6 +106,36 @@ def test_fastapi_hides_injected_parameters_and_keeps_its_own(backend: Backend) -
     # Every request closed its CALL resource, the failing ones too; APP opened once.
     assert log.count("app open") == 1
     assert log.count("call open") == log.count("call close") == 3
+
+
+class Item(BaseModel):
+    name: str
+
+
+class StoredItem(Item):
+    owner: str  # not for the client
+
+
+@backends
+def test_a_fastapi_routes_return_annotation_is_its_response_model(backend: Backend) -> None:
+    # FastAPI takes a route's response model from its return annotation, which the
+    # injected route keeps: the answer has the model's fields only, the schema names it.
+    container = Container()
+
+    async def owner() -> str:
+        return "alice"
+
+    app = FastAPI(lifespan=container.lifespan)
+
+    @app.get("/item")
+    @inject(container)
+    async def item(who: Annotated[str, Resolve(owner)]) -> Item:
+        return StoredItem(name="lamp", owner=who)
+
+    with TestClient(app, backend=backend) as client:
+        assert client.get("/item").json() == {"name": "lamp"}
+    answer = app.openapi()["paths"]["/item"]["get"]["responses"]["200"]["content"]
+    assert answer["application/json"]["schema"] == {"$ref": "#/components/schemas/Item"}
 
 
 @backends

@@ -270,9 +270,11 @@ async def test_without_fastapis_request_stack_the_call_scope_covers_the_function
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", WEB_MODES)
+@pytest.mark.parametrize("depth", ["its own", "its dependency's"])
 def test_a_route_that_is_also_its_own_router_dependency_shares_the_call_scope(
-    mode: str, backend: str
+    depth: str, mode: str, backend: str
 ) -> None:
+    # The route's function is a dependency of its router, or of that dependency.
     events: list[str] = []
     app, container, transaction = transaction_app(events, mode)
     seen: list[int] = []
@@ -282,7 +284,10 @@ def test_a_route_that_is_also_its_own_router_dependency_shares_the_call_scope(
         seen.append(tx)
         return tx
 
-    router = APIRouter(dependencies=[Depends(route)])
+    async def middle(tx: Annotated[int, Depends(route)]) -> int:
+        return tx
+
+    router = APIRouter(dependencies=[Depends(route if depth == "its own" else middle)])
     router.get("/tx")(route)
     app.include_router(router)
     with TestClient(app, backend=backend) as client:
@@ -452,6 +457,42 @@ def test_a_starlette_endpoint_that_hands_over_to_another_shares_its_call_scope(
     with TestClient(app, backend=backend) as client:
         assert client.get("/").text == "inner 1"
         assert client.get("/").text == "inner 2"
+    assert events == ["begin 1", "outer 1", "commit 1", "begin 2", "outer 2", "commit 2"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", WEB_MODES)
+def test_a_websocket_endpoint_that_hands_over_to_another_shares_its_call_scope(
+    mode: str, backend: str
+) -> None:
+    """A Starlette WebSocket endpoint that hands the connection to another injected
+    endpoint: the other one resolves in the connection's CALL scope, so their resource
+    opens once per connection."""
+    from starlette.applications import Starlette
+    from starlette.routing import WebSocketRoute
+    from starlette.websockets import WebSocket
+
+    events: list[str] = []
+    _, container, transaction = transaction_app(events, mode)
+
+    @inject(container)
+    async def inner(websocket: WebSocket, tx: Annotated[int, Resolve(transaction)]) -> None:
+        await websocket.send_text(f"inner {tx}")
+
+    @inject(container)
+    async def outer(websocket: WebSocket, tx: Annotated[int, Resolve(transaction)]) -> None:
+        await websocket.accept()
+        events.append(f"outer {tx}")
+        await inner(websocket)
+        await websocket.close()
+
+    app = Starlette(routes=[WebSocketRoute("/ws", outer)], lifespan=container.lifespan)
+    received: list[str] = []
+    with TestClient(app, backend=backend) as client:
+        for _ in range(2):
+            with client.websocket_connect("/ws") as websocket:
+                received.append(websocket.receive_text())
+    assert received == ["inner 1", "inner 2"]
     assert events == ["begin 1", "outer 1", "commit 1", "begin 2", "outer 2", "commit 2"]
 
 
