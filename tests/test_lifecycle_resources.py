@@ -513,6 +513,47 @@ async def test_a_task_group_spanning_the_yield_works(options: dict[str, Any]) ->
     assert not getattr(error, "__notes__", None)
     assert tasks_done == ["left group"] * 2
 
+    async def failing(
+        t: Annotated[str, Resolve(with_tasks)], s: Annotated[str, Resolve(cm_tasks)]
+    ) -> str:
+        raise error
+
+    # The handler raising in generated code (from the first call): the resources held in
+    # tasks of their own close too.
+    generated = Container(**options)
+    generated._plans.tiered = False
+    with anyio.fail_after(10), pytest.raises(ZeroDivisionError):
+        await generated.run(failing)
+    assert tasks_done == ["left group"] * 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_resource_opening_in_a_task_of_its_own_as_its_caller_gives_up_closes(
+    mode: str,
+) -> None:
+    # A resource holding a task group across its `yield` opens in a task of its own; the
+    # caller is cancelled just as it opens: the call ends cancelled, the resource closes.
+    events: list[str] = []
+    caller = anyio.CancelScope()
+
+    async def held() -> AsyncIterator[str]:
+        async with anyio.create_task_group():
+            caller.cancel()  # the caller gives up as the resource opens
+            events.append("open")
+            yield "held"
+        events.append("closed")
+
+    async def handler(h: Annotated[str, Resolve(held)]) -> str:
+        return h
+
+    container = make_container(mode)
+    with anyio.fail_after(10):
+        with caller:
+            await run(container, handler, mode)
+        await anyio.sleep(0)  # a holder task closing on its own gets to run
+    assert caller.cancelled_caught
+    assert events == ["open", "closed"]
+
 
 # -- a failed teardown is logged -------------------------------------------------------------
 

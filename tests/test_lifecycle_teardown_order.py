@@ -595,3 +595,43 @@ async def test_an_mcp_tools_sync_resources_close_in_reverse_order_of_their_set_u
     for scope in shared:
         name = scope.name.lower()
         assert closed_in_reverse(shared[scope]) == [f"fast_{name}", f"slow_{name}"]
+
+
+@pytest.mark.parametrize("mode", ["generated", "call.run"])
+async def test_resources_after_a_finalizer_that_cancels_its_caller_close_in_reverse(
+    mode: str,
+) -> None:
+    # The last resource set up cancels its own caller as it closes (and is done): the
+    # others still close, shielded, in reverse order.
+    events: list[str] = []
+    caller = anyio.CancelScope()
+
+    def closing(name: str, *, cancels: bool = False) -> Callable[[], AsyncIterator[str]]:
+        async def provider() -> AsyncIterator[str]:
+            events.append(f"open {name}")
+            yield name
+            if cancels:
+                caller.cancel()
+            else:
+                await anyio.sleep(0)  # the teardown suspends
+            events.append(f"closed {name}")
+
+        provider.__name__ = provider.__qualname__ = name
+        return provider
+
+    a, b, c, d = closing("a"), closing("b"), closing("c"), closing("d", cancels=True)
+
+    async def handler(
+        ra: Annotated[str, Resolve(a)],
+        rb: Annotated[str, Resolve(b)],
+        rc: Annotated[str, Resolve(c)],
+        rd: Annotated[str, Resolve(d)],
+    ) -> str:
+        return ra + rb + rc + rd
+
+    container = make_container("generated")
+    with caller:
+        await call_in(container, handler, mode)
+        await anyio.sleep(0)
+    assert caller.cancelled_caught
+    assert events == [*(f"open {n}" for n in "abcd"), *(f"closed {n}" for n in "dcba")]
