@@ -12,7 +12,7 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, Literal
 
@@ -136,6 +136,40 @@ def test_a_fastapi_routes_return_annotation_is_its_response_model(backend: Backe
         assert client.get("/item").json() == {"name": "lamp"}
     answer = app.openapi()["paths"]["/item"]["get"]["responses"]["200"]["content"]
     assert answer["application/json"]["schema"] == {"$ref": "#/components/schemas/Item"}
+
+
+def test_an_injected_function_keeps_its_names_docstring_and_annotations() -> None:
+    # FastAPI names an operation after its function and describes it with its docstring,
+    # and tools that read a function's names and annotations see the function written:
+    # the decorated route and a dependency written with `yield` keep them.
+    container = Container()
+
+    async def settings() -> str:
+        return "settings"
+
+    app = FastAPI()
+
+    @app.get("/notes")
+    @inject(container)
+    async def list_notes(limit: int, s: Annotated[str, Resolve(settings)]) -> list[str]:
+        """Every note, newest first."""
+        return [s] * limit
+
+    @inject(container)
+    async def unit(s: Annotated[str, Resolve(settings)]) -> AsyncIterator[str]:
+        """One unit of work."""
+        yield s
+
+    operation = app.openapi()["paths"]["/notes"]["get"]
+    assert (operation["summary"], operation["description"]) == (
+        "List Notes",
+        "Every note, newest first.",
+    )
+    for wrapped, name, doc in ((list_notes, "list_notes", "Every note, newest first."),
+                               (unit, "unit", "One unit of work.")):  # fmt: skip
+        assert (wrapped.__name__, wrapped.__module__, wrapped.__doc__) == (name, __name__, doc)
+        assert wrapped.__qualname__.endswith(f"<locals>.{name}")
+    assert list_notes.__annotations__["return"] == list[str]
 
 
 @backends
@@ -385,6 +419,21 @@ def test_a_route_needing_a_session_value_is_refused_at_decoration() -> None:
     message = str(info.value).replace(checkout.__qualname__, "checkout")
     message = message.replace(cart.__qualname__, "cart")
     assert_snapshot("starlette_route_needs_session", message)
+
+    @container.provider(scope=Scope.SESSION)
+    async def wishlist() -> list[str]:
+        return []
+
+    async def compare(
+        items: Annotated[list[str], Resolve(cart)], wished: Annotated[list[str], Resolve(wishlist)]
+    ) -> int:
+        return len(items) - len(wished)
+
+    with pytest.raises(InvalidSignature) as info:
+        inject(container)(compare)
+    message = str(info.value).replace(cart.__qualname__, "cart")
+    message = message.replace(wishlist.__qualname__, "wishlist")
+    assert f"SESSION-scoped values ({__name__}.cart, {__name__}.wishlist)" in message
 
 
 # -- under uvicorn, in a subprocess -------------------------------------------------------

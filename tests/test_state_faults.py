@@ -277,19 +277,33 @@ def test_a_web_route_answers_503_while_the_store_is_down_and_200_once_it_is_back
     ) -> JSONResponse:
         return JSONResponse({"cart": cart.handle})
 
+    @inject(container)
+    async def starlette_show(
+        request: Request, cart: Handle, value: Annotated[Cart, Resolve(carts.read)]
+    ) -> JSONResponse:
+        return JSONResponse(value.model_dump())
+
+    @inject(container)
+    async def starlette_via(request: Request) -> Any:
+        return await starlette_show(request)  # handed over, in this request's call scope
+
     app.router.routes.append(Route("/plain/carts", starlette_new, methods=["POST"]))
+    app.router.routes.append(Route("/plain/carts/{cart}", starlette_show))
+    app.router.routes.append(Route("/plain/carts/{cart}/via", starlette_via))
     try:
         with TestClient(app, backend=backend) as client:
             cart = client.post("/carts").json()["cart"]
             assert client.post(f"/carts/{cart}/fig").json() == {"items": {"fig": 1}}
             server.stop()
-            # Loading (a read, an edit's lease) and writing (a new value, on FastAPI and
-            # on a Starlette endpoint): each is 503, with one line in the log.
+            # Loading (a read, an edit's lease) and writing (a new value), on FastAPI and
+            # on a Starlette endpoint (one handed over to): each is 503, one line logged.
             for method, path in (
                 ("GET", f"/carts/{cart}"),
                 ("POST", f"/carts/{cart}/fig"),
                 ("POST", "/carts"),
                 ("POST", "/plain/carts"),
+                ("GET", f"/plain/carts/{cart}"),
+                ("GET", f"/plain/carts/{cart}/via"),
             ):
                 caplog.clear()
                 with caplog.at_level(logging.DEBUG, logger="resolvent"):

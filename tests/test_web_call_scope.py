@@ -436,27 +436,32 @@ def test_a_starlette_endpoint_that_hands_over_to_another_shares_its_call_scope(
     mode: str, backend: str
 ) -> None:
     """A Starlette endpoint that answers with another injected endpoint's response: the
-    other one resolves in the request's CALL scope, so their resource opens once."""
+    other one resolves in the request's CALL scope, so their resource opens once; it
+    takes its own arguments from the request's path, and its response streams."""
     from starlette.applications import Starlette
-    from starlette.responses import PlainTextResponse, Response
+    from starlette.responses import Response, StreamingResponse
     from starlette.routing import Route
 
     events: list[str] = []
     _, container, transaction = transaction_app(events, mode)
 
     @inject(container)
-    async def inner(tx: Annotated[int, Resolve(transaction)]) -> Response:
-        return PlainTextResponse(f"inner {tx}")
+    async def inner(name: str, tx: Annotated[int, Resolve(transaction)]) -> Response:
+        async def body() -> AsyncIterator[str]:
+            yield f"inner {tx} "
+            yield f"for {name}"
+
+        return StreamingResponse(body())
 
     @inject(container)
     async def outer(request: Request, tx: Annotated[int, Resolve(transaction)]) -> Any:
         events.append(f"outer {tx}")
         return await inner(request)
 
-    app = Starlette(routes=[Route("/", outer)], lifespan=container.lifespan)
+    app = Starlette(routes=[Route("/{name}", outer)], lifespan=container.lifespan)
     with TestClient(app, backend=backend) as client:
-        assert client.get("/").text == "inner 1"
-        assert client.get("/").text == "inner 2"
+        assert client.get("/ann").text == "inner 1 for ann"
+        assert client.get("/bob").text == "inner 2 for bob"
     assert events == ["begin 1", "outer 1", "commit 1", "begin 2", "outer 2", "commit 2"]
 
 
@@ -494,6 +499,33 @@ def test_a_websocket_endpoint_that_hands_over_to_another_shares_its_call_scope(
                 received.append(websocket.receive_text())
     assert received == ["inner 1", "inner 2"]
     assert events == ["begin 1", "outer 1", "commit 1", "begin 2", "outer 2", "commit 2"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", WEB_MODES)
+def test_a_fastapi_websocket_routes_resolvers_take_the_websocket(mode: str, backend: str) -> None:
+    """A FastAPI WebSocket route's resolvers get its `WebSocket` by type, as a request's
+    get its `Request`, however the route starts."""
+    from fastapi import WebSocket
+
+    container = make_container(mode)
+
+    async def room(websocket: WebSocket) -> str:
+        return websocket.path_params["room"]
+
+    app = FastAPI(lifespan=container.lifespan)
+
+    @app.websocket("/rooms/{room}")
+    @inject(container)
+    async def chat(websocket: WebSocket, name: Annotated[str, Resolve(room)]) -> None:
+        await websocket.accept()
+        await websocket.send_text(f"welcome to {name}")
+        await websocket.close()
+
+    with TestClient(app, backend=backend) as client:
+        for name in ("lobby", "kitchen"):
+            with client.websocket_connect(f"/rooms/{name}") as websocket:
+                assert websocket.receive_text() == f"welcome to {name}"
 
 
 def test_a_fastapi_route_keeps_its_containers_deadline_and_concurrent_branches() -> None:
