@@ -8,6 +8,7 @@ subprocess, hit with httpx over 127.0.0.1: one plain Starlette app, and one Fast
 that mounts an MCP server. Each served app is one process shared by the module's tests.
 """
 
+import functools
 import re
 import subprocess
 import sys
@@ -170,6 +171,32 @@ def test_an_injected_function_keeps_its_names_docstring_and_annotations() -> Non
         assert (wrapped.__name__, wrapped.__module__, wrapped.__doc__) == (name, __name__, doc)
         assert wrapped.__qualname__.endswith(f"<locals>.{name}")
     assert list_notes.__annotations__["return"] == list[str]
+
+
+@backends
+def test_a_starlette_endpoint_may_be_a_partial(backend: Backend) -> None:
+    # Its fixed arguments stay fixed, the others come from the request, and one missing
+    # is a 400 that names the endpoint as resolvent does (a partial has no name).
+    container = Container()
+
+    async def settings() -> str:
+        return "settings"
+
+    async def greet(
+        greeting: str, name: str, s: Annotated[str, Resolve(settings)]
+    ) -> PlainTextResponse:
+        return PlainTextResponse(f"{greeting} {name} with {s}")
+
+    endpoint = inject(container)(functools.partial(greet, greeting="hello"))
+    app = Starlette(
+        routes=[Route("/{name}", endpoint), Route("/", endpoint)], lifespan=container.lifespan
+    )
+    with TestClient(app, backend=backend) as client:
+        assert client.get("/ann").text == "hello ann with settings"
+        missing = client.get("/")
+    assert missing.status_code == 400
+    needs = "needs 'name', a path or query parameter"
+    assert missing.text == f"partial({__name__}.{greet.__qualname__}) {needs}"
 
 
 @backends
