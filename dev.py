@@ -34,12 +34,13 @@ before landing: kill a survivor with a new test, or list it as equivalent when i
 change anything a user observes. Async tests run on asyncio only there, fastest first.
 `--jobs N` caps the workers (default: one per core). `--again` keeps the last run's copy
 when the module's source and its tests in MUTATE are unchanged since: it copies the tests
-and the rest of the package in afresh and runs only the mutants not killed yet (survivors,
-those no test reached, those a stopped run never tried), so a new test for a survivor is
-checked in minutes and the counts still cover every mutant. It exits 1 when a module's
-tests kill under 90% of its mutants. One module takes minutes to half an hour on two shared
-cores, so CI runs it beside the main run, on the modules a change touches (`.ci/jobs.py
-mutate --changed BASE`), and on all of them on a schedule (MUTANTS.md says when and why).
+and the rest of the package in afresh and runs only the mutants not killed yet (survivors
+not listed as equivalent, those no test reached, those a stopped run never tried), so a
+new test for a survivor is checked in minutes and the counts still cover every mutant. It
+exits 1 when a module's tests kill under 90% of its mutants. One module takes minutes to
+half an hour on two shared cores, so CI runs it beside the main run, on the modules a
+change touches (`.ci/jobs.py mutate --changed BASE`), and on all of them on a schedule
+(MUTANTS.md says when and why).
 
 `bench --python X.Y` finds CPython X.Y (pythonX.Y on PATH, else pyenv's), makes
 .venv-bench/pyX.Y with the package and its mcp, fastapi and bench extras, each package
@@ -572,7 +573,7 @@ def mutate_module(
         log(f"mutate {module}: its tests in MUTATE changed since the last run: a full run")
         again = False
     if again:
-        names = unsettled_mutants(mutmut, work, env)
+        names = unsettled_mutants(mutmut, work, env, module)
         log(f"mutate {module}: {len(names)} mutants again, with the tests as they are now")
         # A test changed since may reach other functions: mutmut records them all again.
         (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
@@ -698,15 +699,24 @@ def mutated_digest(root: Path, module: str) -> str:
     return digest.hexdigest()
 
 
-def unsettled_mutants(mutmut: Path, work: Path, env: dict[str, str]) -> list[str]:
-    """The mutants of the run in *work* that no test killed yet: survived, reached by no
-    test, not tried (a run stopped part way) or suspicious."""
+def unsettled_mutants(mutmut: Path, work: Path, env: dict[str, str], module: str) -> list[str]:
+    """The mutants of *module*'s run in *work* that no test killed yet: survived (but for
+    those MUTANTS.md lists as equivalent), reached by no test, not tried (a run stopped
+    part way) or suspicious."""
     results = subprocess.run(
         [str(mutmut), "results"], cwd=work, env=env, check=False, capture_output=True, text=True,
     ).stdout  # fmt: skip
+    listed = equivalent_mutants().get(module, set())
     names = []
     for line in results.splitlines():
         name, _, status = line.strip().rpartition(": ")
+        if status == "survived" and listed:
+            shown = subprocess.run(
+                [str(mutmut), "show", name], cwd=work, env=env, check=False,
+                capture_output=True, text=True,
+            ).stdout  # fmt: skip
+            if (function_of(module, name), mutated_line(shown)) in listed:
+                continue
         if name and status in ("survived", "no tests", "not checked", "suspicious"):
             names.append(name)
     return names
