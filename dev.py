@@ -573,7 +573,7 @@ def mutate_module(
         log(f"mutate {module}: its tests in MUTATE changed since the last run: a full run")
         again = False
     if again:
-        names = unsettled_mutants(mutmut, work, env, module)
+        names = unsettled_mutants(work, venv_dir, module)
         log(f"mutate {module}: {len(names)} mutants again, with the tests as they are now")
         # A test changed since may reach other functions: mutmut records them all again.
         (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
@@ -699,27 +699,26 @@ def mutated_digest(root: Path, module: str) -> str:
     return digest.hexdigest()
 
 
-def unsettled_mutants(mutmut: Path, work: Path, env: dict[str, str], module: str) -> list[str]:
+def unsettled_mutants(work: Path, venv_dir: Path, module: str) -> list[str]:
     """The mutants of *module*'s run in *work* that no test killed yet: survived (but for
     those MUTANTS.md lists as equivalent), reached by no test, not tried (a run stopped
     part way) or suspicious."""
+    mutmut = venv_dir / ("Scripts" if os.name == "nt" else "bin") / "mutmut"
     results = subprocess.run(
-        [str(mutmut), "results"], cwd=work, env=env, check=False, capture_output=True, text=True,
+        [str(mutmut), "results"], cwd=work, env=child_env(venv_dir), check=False,
+        capture_output=True, text=True,
     ).stdout  # fmt: skip
+    found = [line.strip().rpartition(": ") for line in results.splitlines()]
+    unsettled = ("survived", "no tests", "not checked", "suspicious")
+    names = [name for name, _, status in found if name and status in unsettled]
     listed = equivalent_mutants().get(module, set())
-    names = []
-    for line in results.splitlines():
-        name, _, status = line.strip().rpartition(": ")
-        if status == "survived" and listed:
-            shown = subprocess.run(
-                [str(mutmut), "show", name], cwd=work, env=env, check=False,
-                capture_output=True, text=True,
-            ).stdout  # fmt: skip
-            if (function_of(module, name), mutated_line(shown)) in listed:
-                continue
-        if name and status in ("survived", "no tests", "not checked", "suspicious"):
-            names.append(name)
-    return names
+    survived = [name for name, _, status in found if status == "survived"]
+    diffs = mutant_diffs(work, venv_dir, survived) if listed else {}
+    return [
+        name
+        for name in names
+        if (function_of(module, name), mutated_line(diffs.get(name, ""))) not in listed
+    ]
 
 
 def equivalent_mutants() -> dict[str, set[tuple[str, str]]]:
