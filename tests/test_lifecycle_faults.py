@@ -353,11 +353,14 @@ async def test_random_faults_close_everything_once_in_order(
             assert all(world.thrown[i] is None for i in world.closed if i not in late)
 
 
+@pytest.mark.parametrize("concurrent", [False, True], ids=["sequential", "concurrent"])
 @pytest.mark.parametrize("kind", ["async", "sync"])
-async def test_a_provider_that_yields_twice_is_named_in_the_error(kind: str) -> None:
+async def test_a_provider_that_yields_twice_is_named_in_the_error(
+    kind: str, concurrent: bool
+) -> None:
     # A provider yields exactly one value; one that yields again is a bug in it, and the
-    # error at teardown says which provider it is.
-    container = Container()
+    # error at teardown says which provider it is (a resource in a task of its own too).
+    container = Container(concurrent=concurrent)
 
     async def twice_async() -> AsyncIterator[str]:
         yield "a"
@@ -435,3 +438,42 @@ async def test_a_call_failing_as_its_caller_is_cancelled_raises_its_error(
         except Exception as exc:
             seen.append(exc)
     assert [str(e) for e in seen] == [failing]
+
+
+@pytest.mark.parametrize("way", ["call scope", "generated"])
+async def test_a_finalizer_failing_leaves_the_others_given_the_calls_error(way: str) -> None:
+    # The call fails and the last resource's teardown fails too: the resources set up
+    # before it are still given the call's error (to roll back), not a clean end.
+    container = Container()
+    container._plans.tiered = way == "call scope"  # "generated": its code from the start
+    seen: list[str] = []
+
+    @container.provider
+    async def first() -> AsyncIterator[str]:
+        try:
+            yield "first"
+        except BaseException as exc:
+            seen.append(repr(exc))
+            raise
+        seen.append("clean end")
+
+    @container.provider
+    async def second() -> AsyncIterator[str]:
+        try:
+            yield "second"
+        finally:
+            raise TeardownError("second broke")
+
+    async def handler(a: Annotated[str, Resolve(first)], b: Annotated[str, Resolve(second)]) -> str:
+        raise BodyError("the call failed")
+
+    with pytest.raises(BodyError) as caught:
+        if way == "call scope":
+            async with container.call() as call:
+                await call.run(handler)
+        else:
+            await container.run(handler)
+    assert seen == ["BodyError('the call failed')"]
+    assert caught.value.__notes__ == [
+        "resolvent: a finalizer also failed during teardown: TeardownError('second broke')"
+    ]
