@@ -717,7 +717,7 @@ def unsettled_mutants(work: Path, venv_dir: Path, module: str) -> list[str]:
     return [
         name
         for name in names
-        if (function_of(module, name), mutated_line(diffs.get(name, ""))) not in listed
+        if not is_listed(listed, function_of(module, name), diffs.get(name, ""))
     ]
 
 
