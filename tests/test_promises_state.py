@@ -519,7 +519,179 @@ async def test_a_release_that_fails_is_logged_and_the_handlers_error_kept(
     async with carts.container:
         with pytest.raises(RuntimeError, match="handler failed"):
             await carts.run(fail, cart="A" * 32)
-    assert f"could not release cart {'A' * 32!r}" in caplog.text
+    said = [r.getMessage() for r in caplog.records if r.name == "resolvent"]
+    assert said == [f"resolvent: could not release cart {'A' * 32!r}"]
+
+
+# "the call that holds it renews it every quarter of that time for as long as its handler
+# runs" (docs/state.md): each call of the process that holds one, however many run at once.
+async def test_calls_editing_at_once_each_keep_their_lease() -> None:
+    carts = on(MemoryStore(), lease=0.4)
+
+    async def slow() -> None:
+        await anyio.sleep(0.5)  # past the lease time: only its renewals keep each lease
+
+    added: list[Any] = []
+
+    async def add(handle: str) -> None:
+        added.append(await carts.run(carts.add, cart=handle, item="fig"))
+
+    async with carts.container:
+        handles = [await carts.run(carts.open_cart) for _ in range(3)]
+        carts.gate = slow
+        async with anyio.create_task_group() as group:
+            for handle in handles:
+                group.start_soon(add, handle)
+    assert added == [{"fig": 1}] * 3
+
+
+# -- retries that do not double: docs/state.md, "Retries that do not double" --------------
+
+
+class Total(BaseModel):
+    count: int
+
+
+def test_idempotent_refuses_a_function_it_cannot_keep_from_doubling() -> None:
+    carts = State("cart", Cart)
+
+    async def show(cart: Handle, value: Annotated[Cart, Resolve(carts.read)]) -> Cart:
+        return value
+
+    async def keyed(
+        cart: Handle, idempotency_key: str, edit: Annotated[Held[Cart], Resolve(carts.edit)]
+    ) -> None: ...
+
+    for fn, name in ((show, "edits_nothing"), (keyed, "key_taken")):
+        with pytest.raises(ValueError) as caught:
+            carts.idempotent(fn)
+        assert_snapshot(f"idempotent_{name}", str(caught.value))
+
+
+# "What comes back: the first result, validated again as the handler's return annotation";
+# "1 to 200 characters"; a key belongs to one handler ("same principal, handle and
+# handler"), also when the call reads the value before it edits it.
+async def test_a_retry_returns_the_first_result_as_the_handler_returned_it() -> None:
+    carts = on(MemoryStore())
+    state = carts.state
+
+    async def count(cart: Handle, edit: Annotated[Held[Cart], Resolve(state.edit)]) -> Total:
+        edit.value.items["n"] = edit.value.items.get("n", 0) + 1
+        return Total(count=edit.value.items["n"])
+
+    async def bare(
+        cart: Handle,
+        before: Annotated[Cart, Resolve(state.read)],
+        edit: Annotated[Held[Cart], Resolve(state.edit)],
+    ):
+        edit.value.items["b"] = before.items.get("b", 0) + 1
+        return {"b": edit.value.items["b"]}
+
+    targets = State("cart", Cart, store=state.store, principal=ada, argument="dst")
+
+    async def merge(
+        cart: Handle,
+        dst: Handle,
+        old: Annotated[Held[Cart], Resolve(targets.edit)],  # loads the handle first
+        into: Annotated[Held[Cart], Resolve(state.edit)],
+    ) -> dict[str, int]:
+        into.value.items["m"] = into.value.items.get("m", 0) + 1
+        return dict(into.value.items)
+
+    count_once, bare_once = state.idempotent(count), state.idempotent(bare)
+    merge_once = state.idempotent(merge)
+    async with carts.container:
+        handle = await carts.run(carts.open_cart)
+        for key in ("k", "k" * 200):
+            first = await carts.run(count_once, cart=handle, idempotency_key=key)
+            again = await carts.run(count_once, cart=handle, idempotency_key=key)
+            assert isinstance(again, Total) and again == first
+        assert first == Total(count=2)
+        for _ in range(2):  # the same key, another handler: a request of its own
+            assert await carts.run(bare_once, cart=handle, idempotency_key="k") == {"b": 1}
+        merged = {"n": 2, "b": 1, "m": 1}
+        for _ in range(2):
+            assert (
+                await carts.run(merge_once, cart=handle, dst=handle, idempotency_key="k") == merged
+            )
+        assert await carts.run(carts.show, cart=handle) == Cart(items=merged)
+        for key in ("", "k" * 201):
+            with pytest.raises(StateError) as caught:
+                await carts.run(count_once, cart=handle, idempotency_key=key)
+            assert_snapshot(f"idempotency_key_of_{len(key)}", str(caught.value))
+
+
+class Recording(MemoryStore):
+    """A memory store that notes the name each save keeps a result under."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kept: list[str] = []
+
+    async def save(
+        self,
+        key: StateKey,
+        idle: float,
+        token: str,
+        data: bytes | None,
+        delete: bool,
+        remember: tuple[str, bytes, float] | None = None,
+    ) -> bool:
+        if remember is not None:
+            self.kept.append(remember[0])
+        return await super().save(key, idle, token, data, delete, remember)
+
+
+# A key's record is found by a name stores keep: a server of the next release finds what
+# this one kept (a retry across a deploy still returns the first result).
+async def test_a_keys_record_is_named_as_the_records_already_stored_expect() -> None:
+    store = Recording()
+    carts = on(store)
+
+    async def add_once(cart: Handle, edit: Annotated[Held[Cart], Resolve(carts.state.edit)]):
+        edit.value.items["fig"] = 1
+
+    keyed = carts.state.idempotent(add_once)
+    async with carts.container:
+        handle = await carts.run(carts.open_cart)
+        await carts.run(keyed, cart=handle, idempotency_key="req-1")
+    assert store.kept == ["285a007a92296561fae89aa5d5385193"]
+
+
+# "Parameters of one call that reach the same handle share it": through two kinds of one
+# name, only with one model.
+async def test_one_handle_through_two_kinds_of_different_models_is_refused() -> None:
+    container = Container()
+    provide = provider_of(MemoryStore())
+    container.provide(provide, scope=Scope.APP)
+    carts = State("cart", Cart, store=provide, principal=ada)
+    others = State("cart", CartV2, store=provide, principal=ada, argument="other")
+
+    async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> str:
+        return cart.handle
+
+    async def both(
+        cart: Handle,
+        other: Handle,
+        one: Annotated[Cart, Resolve(carts.read)],
+        two: Annotated[CartV2, Resolve(others.read)],
+    ) -> None: ...
+
+    async with container:
+        handle = await container.run(open_cart)
+        with pytest.raises(StateError) as caught:
+            await container.run(both, cart=handle, other=handle)
+    assert_snapshot("one_handle_two_models", str(caught.value).replace(handle, "H"))
+
+
+# Held: "Change value in place or assign a new one; call delete to remove it" -- and its
+# repr, in a debugger or a log, says which handle, what value and whether it goes.
+def test_a_held_values_repr_says_its_handle_value_and_deletion() -> None:
+    held = Held("h" * 32, Cart(items={"fig": 1}))
+    assert repr(held) == f"Held({'h' * 32!r}, Cart(items={{'fig': 1}}))"
+    held.delete()
+    assert held.deleted
+    assert repr(held) == f"Held({'h' * 32!r}, Cart(items={{'fig': 1}}), deleted)"
 
 
 # A kind's resolvers read like the rest of the plan: named after the kind in a plan's text

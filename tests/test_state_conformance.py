@@ -662,8 +662,14 @@ async def test_an_edit_that_waited_longer_than_a_lease_for_the_handle_keeps_it(
 
 
 async def test_an_edit_that_cannot_renew_its_lease_commits_nothing(
-    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+    store_kind: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="resolvent")
     async with opened(store_kind, tmp_path, request, None) as real:
         store = Faulty(real)
         kit = Kit(store, lease=0.1)
@@ -679,6 +685,13 @@ async def test_an_edit_that_cannot_renew_its_lease_commits_nothing(
             with pytest.raises(StateConflict, match=r"lost its lease.*nothing of this call"):
                 await kit.run(kit.add, cart=handle, item="apple")
             store.renew_fault, kit.gate = False, None
+            # Each failed renewal is a line at DEBUG, naming the handle and the cause.
+            said = {r.getMessage() for r in caplog.records if r.name == "resolvent"}
+            assert (
+                f"resolvent: could not renew the lease of cart {handle!r}: "
+                + repr(ConnectionResetError("the store is away"))
+                in said
+            ), said
             assert await kit.run(kit.show, cart=handle) == Cart()
             assert await kit.run(kit.add, cart=handle, item="pear") == {"pear": 1}
 
