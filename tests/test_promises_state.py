@@ -621,6 +621,29 @@ async def test_a_retry_returns_the_first_result_as_the_handler_returned_it() -> 
             assert_snapshot(f"idempotency_key_of_{len(key)}", str(caught.value))
 
 
+# @carts.idempotent on a handler of a module that postpones its annotations (`from
+# __future__ import annotations`): the handler keeps its name, its docstring and the
+# types resolvent reads from its module.
+async def test_an_idempotent_handler_reads_as_the_function_it_wraps() -> None:
+    import state_postponed as module
+
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+        assert (
+            getattr(module.add, attribute)
+            == {
+                "__module__": "state_postponed",
+                "__name__": "add",
+                "__qualname__": "add",
+                "__doc__": "Add one item to a basket.",
+            }[attribute]
+        )
+    async with Container() as container:
+        handle = await container.run(module.open_basket)
+        for _ in range(2):
+            added = await container.run(module.add, basket=handle, item="fig", idempotency_key="k")
+            assert added == {"fig": 1}
+
+
 class Recording(MemoryStore):
     """A memory store that notes the name each save keeps a result under."""
 

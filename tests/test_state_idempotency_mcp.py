@@ -4,6 +4,7 @@
 handshake one, 2025-11-25, and the sessionless 2026-07-28).
 """
 
+import json
 from typing import Annotated, Any
 
 import pytest
@@ -43,6 +44,7 @@ def shop(*, with_context: bool) -> MCPServer:
         async def add(
             cart: Handle, item: str, ctx: Context, edit: Annotated[Held[Cart], Resolve(carts.edit)]
         ) -> Items:
+            """Add one item to a cart."""
             assert isinstance(ctx, Context)
             edit.value.items[item] = edit.value.items.get(item, 0) + 1
             return Items(items=edit.value.items)
@@ -55,6 +57,7 @@ def shop(*, with_context: bool) -> MCPServer:
         async def add(
             cart: Handle, item: str, edit: Annotated[Held[Cart], Resolve(carts.edit)]
         ) -> Items:
+            """Add one item to a cart."""
             edit.value.items[item] = edit.value.items.get(item, 0) + 1
             return Items(items=edit.value.items)
 
@@ -76,6 +79,10 @@ async def test_the_idempotency_key_rides_the_request_meta_or_the_argument(
         tools = {tool.name: tool for tool in (await c.list_tools()).tools}
         # The schema shows the argument; _meta needs no parameter, and the Context none.
         assert set(tools["add"].input_schema["properties"]) == {"cart", "item", "idempotency_key"}
+        # The handler's own description; the key's says what to send, and its bounds.
+        assert tools["add"].description == "Add one item to a cart."
+        key = json.dumps(tools["add"].input_schema["properties"]["idempotency_key"])
+        assert '"maxLength": 200' in key and "send the same one again when you retry" in key
         cart = (await c.call_tool("open_cart", {})).structured_content["result"]  # type: ignore[index]
 
         async def add(item: str, key: str | None = None, **arguments: Any) -> Any:
