@@ -135,3 +135,15 @@ def test_a_scope_added_only_to_the_enum_runs_plans_generated_and_interpreted(
         check=False,
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_every_scope_between_app_and_call_says_how_to_open_it() -> None:
+    """A new scope's one check besides the enum: the message for a plan that needs it
+    where none is open names what opens one (`check_scopes`)."""
+    from resolvent import Scope
+    from resolvent._container.plans import _OPENED_BY  # pyright: ignore[reportPrivateUsage]
+    from resolvent._vocabulary.scopes import SLOTS
+
+    assert set(_OPENED_BY) == set(Scope) - {Scope.APP, Scope.CALL}
+    order = sorted(Scope, key=lambda scope: SLOTS[scope])
+    assert order[0] is Scope.APP and order[-1] is Scope.CALL  # longest-lived first
