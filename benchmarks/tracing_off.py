@@ -60,29 +60,25 @@ def remove_tracing(checkout: Path) -> None:
     """Take the tracing feature out of the package in *checkout*: what the same commit
     would be had the feature never been written."""
     src = checkout / "src" / "resolvent"
-    (src / "_tracing.py").unlink()
-    call, container, plans = src / "_call.py", src / "_container.py", src / "_plans.py"
+    (src / "_engine" / "tracing.py").unlink()
+    container = src / "_container"
+    call, box, plans = container / "call.py", container / "container.py", container / "plans.py"
     _edit(call, "from sys import modules as _modules\n")
-    _edit(call, "EMPTY, PLAN_CODE, timed_out", "EMPTY, timed_out")
     _cut(
         call,
-        r"        tracing = _modules\.get\(\"resolvent\._tracing\"\).*?answer_span\(step, answer\)\n",
+        r"        tracing = _modules\.get\(\"resolvent\._engine\.tracing\"\).*?answer_span\(step, answer\)\n",
     )
-    _cut(
-        call,
-        r"        if plan\.code is not PLAN_CODE:  # a traced plan.*?run_traced\(self, plan, kwargs\)\n",
-    )
-    _cut(container, r"        tracing: True to trace every call.*?without tracing\.\n")
-    _edit(container, "        tracing: bool | None = None,\n")
-    _edit(container, "        if tracing is not None:\n            self.tracing = tracing\n")
-    _cut(container, r"    @property\n    def tracing\(self\).*?self\._plans\.invalidate\(\)\n\n")
+    _cut(box, r"        tracing: True to trace every call.*?without tracing\.\n")
+    _edit(box, "        tracing: bool | None = None,\n")
+    _edit(box, "        if tracing is not None:\n            self.tracing = tracing\n")
+    _cut(box, r"    @property\n    def tracing\(self\).*?self\._plans\.invalidate\(\)\n\n")
     _edit(plans, "import sys\n")
     _edit(plans, '        "tracing",\n')
     _cut(plans, r"        self\.tracing: bool \| None = None[^\n]*\n")
     _edit(plans, "        traced = tracing_on(self.tracing)\n        code = PLAN_CODE\n")
     _cut(
         plans,
-        r"        if traced:\n            from \._tracing import.*?        elif ",
+        r"        if traced:\n            from \.\._engine\.tracing import.*?        elif ",
         "        if ",
     )
     _edit(plans, "            code=code,\n", "            code=PLAN_CODE,\n")
@@ -97,13 +93,13 @@ def remove_tracing(checkout: Path) -> None:
     )
     for path in src.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
-        if "_tracing" in text or "tracing_on" in text:
+        if "_engine.tracing" in text or ".tracing import" in text or "tracing_on" in text:
             raise SystemExit(f"tracing_off: {path} still mentions tracing after removal")
 
 
 def add_unused_function(checkout: Path) -> None:
     """The control: one function nobody calls, added to a module every call uses."""
-    plans = checkout / "src" / "resolvent" / "_plans.py"
+    plans = checkout / "src" / "resolvent" / "_container" / "plans.py"
     with plans.open("a", encoding="utf-8") as file:
         file.write("\n\ndef _unused(value: int) -> int:\n    return value * 2 + 1\n")
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 
 import anyio
 
-from .._engine.executor import EMPTY, PLAN_CODE, timed_out
+from .._engine.executor import EMPTY, timed_out
 from .._engine.interpreter import interpret
 from .._graph.plan import Plan, Step
 from .._reading.annotations import with_article
@@ -394,11 +394,29 @@ class Call:
                 return await plan.run_fn(kwargs, self.values, scopes, plan.fn)
             finally:
                 self._land(plan)
-        if plan.code is not PLAN_CODE:  # a traced plan (see `resolvent._engine.tracing`)
-            from .._engine.tracing import run_traced
+        # Resolved here (the interpreter, a deadline, concurrent branches, another
+        # resolution in flight): as the plan's code says (`run_here`, in the call's span
+        # for a plan compiled traced).
+        return await plan.code.run_in(self, plan, kwargs)
 
-            return await run_traced(self, plan, kwargs)
-        injected = await self.resolve(plan, kwargs)
+    async def run_here(self, plan: Plan, kwargs: dict[str, Any]) -> Any:
+        """`run` of *plan*, which it checked, when this call resolves it itself: the
+        resolution as `resolve` makes it (but its generated path, which `run` found taken),
+        then the function. Called through the plan's code (`PlanCode.run_in`), not by users."""
+        timeout = self._container._call_timeout
+        if self.rounds is not None:
+            try:
+                if timeout is None:
+                    injected = await self._resolve(plan, kwargs)
+                else:
+                    injected = await self._resolve_within(plan, kwargs, timeout)
+            except InputRequired as pending:
+                await settle_writes(self.exits, pending)  # rolled back, as `resolve` does
+                raise
+        elif timeout is None:
+            injected = await self._resolve(plan, kwargs)
+        else:
+            injected = await self._resolve_within(plan, kwargs, timeout)
         if plan.fn_threaded:
             return await abandonable(functools.partial(plan.fn, **kwargs, **injected))
         result = plan.fn(**kwargs, **injected)

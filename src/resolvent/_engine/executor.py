@@ -16,8 +16,16 @@ from .._vocabulary.scopes import CALL_SLOT
 from .interpreter import interpret, interpret_alone, run_concurrently, run_step
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from .._graph.plan import Plan, PlanCode
     from .._runtime.rounds import Rounds
+
+    class RunsHere(Protocol):
+        """What `run_in` asks of a call scope (`resolvent.Call`)."""
+
+        def run_here(self, plan: Plan, kwargs: dict[str, Any], /) -> Awaitable[Any]: ...
+
 
 __all__ = ("EMPTY", "HOT_AFTER", "PLAN_CODE", "cold_runner", "cold_shape", "is_cold", "timed_out")
 
@@ -113,6 +121,9 @@ class _PlanCode:
 
     def source(self, plan: Plan, variant: str) -> str:
         return _generate(plan, variant, build=False)[0]
+
+    def run_in(self, call: RunsHere, plan: Plan, kwargs: dict[str, Any]) -> Awaitable[Any]:
+        return call.run_here(plan, kwargs)  # what `Call.run` would do without a plan's code
 
 
 def _generate(plan: Plan, variant: str, *, build: bool) -> tuple[str, Callable[..., Any] | None]:

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import importlib
-import inspect
 import sys
 import time
 from collections import OrderedDict
@@ -41,7 +39,6 @@ __all__ = (
     "lease_wait",
     "provider_installed",
     "require_api",
-    "run_traced",
     "traced",
     "traced_steps",
 )
@@ -579,7 +576,7 @@ class _TracedCode:
     def function(self, plan: Plan, variant: str) -> Callable[..., Any] | None:
         function = PLAN_CODE.function(plan, variant)
         if function is None or variant == "resolve":
-            # ``resolve`` runs inside a call that has its span (`run_traced`), or for a
+            # ``resolve`` runs inside a call that has its span (`run_in`), or for a
             # caller of `Call.resolve`, whose own span is the call's.
             return function
         return _call_span(function, plan, "generated", variant)
@@ -587,51 +584,44 @@ class _TracedCode:
     def source(self, plan: Plan, variant: str) -> str:
         return PLAN_CODE.source(plan, variant)
 
+    async def run_in(self, call: Any, plan: Plan, kwargs: dict[str, Any]) -> Any:
+        """`Call.run` of a traced plan that the call resolves itself (the interpreter, a
+        deadline, concurrent branches): `Call.run_here`, in the call's span."""
+        if call.concurrent:
+            mode = "concurrent"
+        elif call.rounds is not None or call.flight is not None or call.cache:
+            mode = "interpreter"
+        else:
+            mode = "generated"
+        attributes = {**_call_attributes(plan, mode), BACKEND: _backend()}
+        timeout = call._container.call_timeout  # its own container's
+        if timeout is not None:
+            attributes[TIMEOUT] = timeout
+        rounds = call.rounds
+        number, first = _round(rounds) if rounds is not None else (0, None)
+        if number:
+            attributes[ROUND] = number
+        with _tracer().start_as_current_span(
+            f"call {plan.name}",
+            attributes=attributes,
+            links=_links(first),
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            _memo_hits(span, _outer(plan), call._scopes())
+            if rounds is not None:  # carried to the next round, if there is one
+                context = first if first is not None else span.get_span_context()
+                rounds.asking[_ROUND_KEY] = (
+                    f"{number} {context.trace_id:032x} {context.span_id:016x}"
+                )
+            try:
+                return await call.run_here(plan, kwargs)
+            except BaseException as error:
+                _call_failed(span, error)
+                raise
+
 
 TRACED_CODE = _TracedCode()
-
-
-async def run_traced(call: Any, plan: Plan, kwargs: dict[str, Any]) -> Any:
-    """`Call.run` of a traced plan that the call resolves itself (the interpreter, a
-    deadline, concurrent branches): resolution and the handler, in the call's span."""
-    if call.concurrent:
-        mode = "concurrent"
-    elif call.rounds is not None or call.flight is not None or call.cache:
-        mode = "interpreter"
-    else:
-        mode = "generated"
-    attributes = {**_call_attributes(plan, mode), BACKEND: _backend()}
-    timeout = call._container.call_timeout  # its own container's
-    if timeout is not None:
-        attributes[TIMEOUT] = timeout
-    rounds = call.rounds
-    number, first = _round(rounds) if rounds is not None else (0, None)
-    if number:
-        attributes[ROUND] = number
-    with _tracer().start_as_current_span(
-        f"call {plan.name}",
-        attributes=attributes,
-        links=_links(first),
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
-        _memo_hits(span, _outer(plan), call._scopes())
-        if rounds is not None:  # carried to the next round, if there is one
-            context = first if first is not None else span.get_span_context()
-            rounds.asking[_ROUND_KEY] = f"{number} {context.trace_id:032x} {context.span_id:016x}"
-        try:
-            injected = await call.resolve(plan, kwargs)  # as `Call.run` goes on
-            if plan.fn_threaded:
-                from .._runtime.threads import abandonable
-
-                return await abandonable(functools.partial(plan.fn, **kwargs, **injected))
-            result = plan.fn(**kwargs, **injected)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-        except BaseException as error:
-            _call_failed(span, error)
-            raise
 
 
 # A multi-round call carries its round number, and the span of its first round, to the next

@@ -5,7 +5,7 @@ are `render`'s.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._reading.annotations import NO_DEFAULT
@@ -207,6 +207,13 @@ if TYPE_CHECKING:
 
         def source(self, plan: Plan, variant: str) -> str:
             """The Python source of *plan*'s generated *variant* (``"run"`` or ``"resolve"``)."""
+            ...
+
+        def run_in(self, call: Any, plan: Plan, kwargs: dict[str, Any]) -> Awaitable[Any]:
+            """`Call.run` of *plan* when *call* resolves it itself (the interpreter, a
+            deadline, concurrent branches, another resolution in flight): *call*'s own
+            `run_here`, or for a traced plan the same in the call's span. Chosen with the
+            plan's code, so `Call.run` asks nothing else of the plan."""
             ...
 
 
