@@ -10,9 +10,10 @@ import pytest
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
 import graph_sample
+import test_tracing
 from resolvent import Container, Scope
 from resolvent.__main__ import main
-from trace_helpers import Installed, otel, otlp_json
+from trace_helpers import EXPORTER, Installed, otel, otlp_json
 
 __all__ = ("otel",)  # the fixture, used by name
 
@@ -111,3 +112,42 @@ def test_a_file_that_is_not_a_trace(capsys: pytest.CaptureFixture[str], tmp_path
     assert "is not OTLP JSON" in capsys.readouterr().err
     assert main(["graph", "graph_sample:handler", "--traces", str(tmp_path / "gone")]) == 1
     assert "cannot read the trace file" in capsys.readouterr().err
+
+
+LEASES = Container(values=(anyio.Event,))  # what `--container` names: the traffic's setup
+LEASES.provide(test_tracing.waited_store, scope=Scope.APP)
+
+
+async def _waiting_traffic(otel: Installed) -> list:
+    """Two calls of test_tracing.add_to_basket, the first of which waits for another
+    call's lease on the basket: their finished spans."""
+    container = test_tracing.lease_container()
+    async with container:
+        handle = await container.run(test_tracing.open_basket)
+        EXPORTER.clear()
+        assert await test_tracing.wait_for_a_lease(container, handle) == [2]
+        assert await container.run(test_tracing.add_to_basket, basket=handle) == 3
+    return otel.spans()
+
+
+def test_graph_sums_a_lease_wait_under_the_load_that_waited(
+    capsys: pytest.CaptureFixture[str], otel: Installed, tmp_path: Path
+) -> None:
+    path = tmp_path / "traces.json"
+    path.write_text(otlp_json(anyio.run(_waiting_traffic, otel)), encoding="utf-8")
+    target = ["test_tracing:add_to_basket", "--container", "test_cli_traces:LEASES"]
+    code = main(["graph", *target, "--traces", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    traffic = out.partition("\n\nfrom the traces in ")[2].splitlines()
+    assert traffic[0].startswith(f"{path}: 2 call(s), ")
+    edit = "resolvent.State['basket'].edit"
+    (at,) = [i for i, line in enumerate(traffic) if line.startswith(f"  {edit} ")]
+    # The lease wait is under the load (which it lengthens), in one call of the two.
+    spans = [line.split("state.", 1)[1].split()[:2] for line in traffic[at : at + 3]]
+    assert spans == [
+        ["load", "1.00"],
+        ["lease_wait", "0.50"],
+        ["commit", "1.00"],
+    ]
+    assert traffic[at + 1].startswith(" " * (len(edit) + 2))  # the same resolver's rows

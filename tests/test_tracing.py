@@ -442,42 +442,63 @@ async def add_to_basket(basket: str, edit: Annotated[Held[Cart], Resolve(BASKETS
     return len(edit.value.items)
 
 
-async def test_a_state_edit_that_waits_for_another_calls_lease(otel: Installed) -> None:
+def lease_container() -> Container:
+    """A container whose `BASKETS` live in a fresh `Waited` store."""
     WAITED[:] = [Waited()]
-    HOLDING[:] = [anyio.Event()]
     container = Container(values=(anyio.Event,))
     container.provide(waited_store, scope=Scope.APP)
+    return container
+
+
+async def wait_for_a_lease(container: Container, handle: str) -> list[int]:
+    """Two calls edit the basket *handle*: the first holds its lease until the second
+    (`add_to_basket`) has found it held and waits. What the second returned."""
+    HOLDING[:] = [anyio.Event()]
     release = anyio.Event()
+    added: list[int] = []
+    async with anyio.create_task_group() as group:
+
+        async def holder() -> None:
+            async with container.call(values={anyio.Event: release}) as scope:
+                await scope.run(hold_basket, basket=handle)
+
+        async def waiter() -> None:
+            added.append(await container.run(add_to_basket, basket=handle))
+
+        group.start_soon(holder)
+        with anyio.fail_after(10):  # only a hang fails here
+            await HOLDING[0].wait()
+            group.start_soon(waiter)
+            await WAITED[0].refused.wait()  # it waits for the holder's lease
+        release.set()
+    return added
+
+
+async def test_a_state_edit_that_waits_for_another_calls_lease(otel: Installed) -> None:
+    container = lease_container()
     async with container:
         handle = await container.run(open_basket)
         EXPORTER.clear()
-        added: list[int] = []
-        async with anyio.create_task_group() as group:
-
-            async def holder() -> None:
-                async with container.call(values={anyio.Event: release}) as scope:
-                    await scope.run(hold_basket, basket=handle)
-
-            async def waiter() -> None:
-                added.append(await container.run(add_to_basket, basket=handle))
-
-            group.start_soon(holder)
-            with anyio.fail_after(10):  # only a hang fails here
-                await HOLDING[0].wait()
-                group.start_soon(waiter)
-                await WAITED[0].refused.wait()  # it waits for the holder's lease
-            release.set()
+        added = await wait_for_a_lease(container, handle)
     assert added == [2]
     spans = otel.spans()
+    made = [(f"resolve resolvent._state.{f}", []) for f in ("call_ledger", "current_principal")]
+    # The first edit starts the APP resource that renews leases (see the test above).
+    keeper = [(f"{v} resolvent._state.leases.lease_keeper", []) for v in ("setup", "teardown")]
+    holding = (
+        f"call {M}hold_basket",
+        sorted([*made, *keeper, ("state.commit basket", []), ("state.load basket", [])], key=repr),
+    )
+    # The lease wait is a span of its own, under the load that waited.
     waiting = (
         f"call {M}add_to_basket",
         [
-            *[(f"resolve resolvent._state.{f}", []) for f in ("call_ledger", "current_principal")],
+            *made,
             ("state.commit basket", []),
             ("state.load basket", [("state.lease_wait basket", [])]),
         ],
     )
-    assert waiting in tree(spans)
+    assert tree(spans) == [waiting, holding]
     wait = one(spans, "state.lease_wait basket")
     assert dict(wait.attributes or {}) == {
         "code.function.name": "resolvent.State['basket'].edit",

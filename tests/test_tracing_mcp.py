@@ -44,9 +44,12 @@ async def test_a_question_chain_is_one_tree_per_tool_call(otel: Installed, mode:
             (1, f"{f}{name}") for name in ("first", "second", "third")
         ]
     else:  # a tool call per round: each resolves up to its unanswered question
-        trees = sorted((tree(spans, call) for call in calls), key=len)
-        assert sorted(len(t[0][1]) for t in trees) == [1, 2, 3, 3]
-        assert all(t[0][1] == resolved[: len(t[0][1])] for t in trees)
+        # Each round is a tree of its own: a tool call with no parent, its own trace.
+        assert all(call.parent is None for call in calls)
+        assert len({call.context.trace_id for call in calls}) == len(calls) == 4
+        assert sorted((tree(spans, call) for call in calls), key=repr) == sorted(
+            ([(f"call {f}chain", resolved[:asked])] for asked in (1, 2, 3, 3)), key=repr
+        )
         # Numbered, and each later round linked to the first round's call.
         rounds = sorted(
             (s for s in spans if s.name == f"call {f}chain"),

@@ -18,8 +18,7 @@ def _tree(spans: list[dict[str, Any]], parent: Any) -> list[Any]:
     )
 
 
-@pytest.mark.slow  # a uvicorn process of its own: seconds of start-up
-def test_a_fastapi_route_under_uvicorn(tmp_path: Path, monkeypatch: Any) -> None:
+def test_a_fastapi_route_under_uvicorn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trace_file = tmp_path / "spans.jsonl"
     monkeypatch.setenv("TRACE_FILE", str(trace_file))
     with serve("trace_web_app:app") as served:
