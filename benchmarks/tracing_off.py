@@ -61,6 +61,7 @@ def remove_tracing(checkout: Path) -> None:
     would be had the feature never been written."""
     src = checkout / "src" / "resolvent"
     (src / "_engine" / "tracing.py").unlink()
+    (src / "_engine" / "spans.py").unlink()
     container = src / "_container"
     call, box, plans = container / "call.py", container / "container.py", container / "plans.py"
     _edit(call, "from sys import modules as _modules\n")
@@ -78,7 +79,7 @@ def remove_tracing(checkout: Path) -> None:
     _edit(plans, "        traced = tracing_on(self.tracing)\n        code = PLAN_CODE\n")
     _cut(
         plans,
-        r"        if traced:\n            from \.\._engine\.tracing import.*?        elif ",
+        r"        if traced:\n            from \.\._engine\.spans import.*?        elif ",
         "        if ",
     )
     _edit(plans, "            code=code,\n", "            code=PLAN_CODE,\n")
@@ -93,7 +94,7 @@ def remove_tracing(checkout: Path) -> None:
     )
     for path in src.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
-        if "_engine.tracing" in text or ".tracing import" in text or "tracing_on" in text:
+        if any(mark in text for mark in ("_engine.tracing", "_engine.spans", "tracing_on")):
             raise SystemExit(f"tracing_off: {path} still mentions tracing after removal")
 
 

@@ -82,6 +82,7 @@ _LAZY_OWN = (
     "resolvent._runtime.failures",
     "resolvent._vocabulary.log",
     "resolvent._engine.tracing",
+    "resolvent._engine.spans",
 )
 
 
@@ -304,7 +305,7 @@ async def use(value: Annotated[str, Resolve(plain)]) -> str:
 container.tracing = True
 assert anyio.run(container.run, use) == "p"
 """,
-        ("resolvent._engine.tracing",),
+        ("resolvent._engine.tracing", "resolvent._engine.spans"),
     ),
     # A finalizer fails: the caller receives the error, and the log says which one.
     "a failed teardown": (

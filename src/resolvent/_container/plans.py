@@ -137,7 +137,8 @@ class PlanCache:
         code = PLAN_CODE
         run_fn: Callable[..., Any] | None
         if traced:
-            from .._engine.tracing import TRACED_CODE, traced_steps  # only a traced plan loads it
+            from .._engine.spans import traced_steps  # only a traced plan loads them
+            from .._engine.tracing import TRACED_CODE
 
             steps, code = traced_steps(steps), TRACED_CODE
             run_fn = _not_yet  # its traced `run`, made once the plan exists (below)

@@ -159,9 +159,9 @@ class Access(Codec[M]):
                 data, earlier = await self._fetch(store, key, token, lease, name)
         except StateConflict:  # another call holds its lease: wait for it
             waiting = self._wait_for(store, key, token, lease, name)
-            tracing = sys.modules.get("resolvent._engine.tracing")  # loaded by a traced plan
+            spans = sys.modules.get("resolvent._engine.spans")  # loaded by a traced plan
             data, earlier = await (
-                waiting if tracing is None else tracing.lease_wait(self.name, waiting)
+                waiting if spans is None else spans.lease_wait(self.name, waiting)
             )
         if data is None:
             raise self._not_found(key.handle)
