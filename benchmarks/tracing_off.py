@@ -76,22 +76,19 @@ def remove_tracing(checkout: Path) -> None:
     _edit(plans, "import sys\n")
     _edit(plans, '        "tracing",\n')
     _cut(plans, r"        self\.tracing: bool \| None = None[^\n]*\n")
-    _edit(plans, "        traced = tracing_on(self.tracing)\n        code = PLAN_CODE\n")
-    _cut(
-        plans,
-        r"        if traced:\n            from \.\._engine\.spans import.*?        elif ",
-        "        if ",
-    )
-    _edit(plans, "            code=code,\n", "            code=PLAN_CODE,\n")
-    _cut(plans, r"        if traced:  # generated now.*?code\.function\(plan, \"run\"\)\)\n")
+    _edit(plans, "from .._graph.plan import Plan, Step\n", "from .._graph.plan import Plan\n")
+    _cut(plans, r"        # No local of its own for tracing.*?        elif ", "        if ")
+    _edit(plans, "        if run_fn is _not_yet:\n            _trace(plan)\n")
     _cut(plans, r"def tracing_on\(.*?\n\n\nasync def _not_yet.*?\n\n\n")
     access = src / "_state" / "access.py"
     _edit(access, "import sys\n")
-    _cut(
+    _edit(access, "from collections.abc import Awaitable\n")
+    _edit(
         access,
-        r"  # another call holds its lease: wait for it\n.*?lease_wait\(self\.name, waiting\)\n\s*\)\n",
-        "\n            data, earlier = await self._wait_for(store, key, token, lease, name)\n",
+        "await _traced(self.name, self._wait_for(store, key, token, lease, name))",
+        "await self._wait_for(store, key, token, lease, name)",
     )
+    _cut(access, r"\n\n\nT = TypeVar\(\"T\"\)\n\n\ndef _traced\(.*\Z", "\n")
     for path in src.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         if any(mark in text for mark in ("_engine.tracing", "_engine.spans", "tracing_on")):
@@ -188,17 +185,18 @@ def report(rows: dict[str, Counted], spec: list[tuple[str, str, int]]) -> str:
     removed, present, control = rows["removed"], rows["present"], rows["control"]
     lines = [
         "| scenario | path | feature removed | tracing off | difference | in the allocator "
-        "| in hash tables | elsewhere | control: an unused function added |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| in hash tables | elsewhere | control: an unused function added | its difference "
+        "| its elsewhere |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for scenario, path, _ in spec:
         key = scenario, path
         a, b, c = removed[key][0], present[key][0], control[key][0]
-        d = split(removed, present, key)
+        d, e = split(removed, present, key), split(removed, control, key)
         lines.append(
             f"| {scenario} | {path} | {a:,.1f} | {b:,.1f} | {d['all']:+,.1f} | "
             f"{d['allocator']:+,.1f} | {d['hash tables']:+,.1f} | {d['elsewhere']:+,.1f} "
-            f"| {c:,.1f} |"
+            f"| {c:,.1f} | {e['all']:+,.1f} | {e['elsewhere']:+,.1f} |"
         )
     return "\n".join(lines)
 

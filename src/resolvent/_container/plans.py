@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from .._engine.executor import PLAN_CODE, cold_runner, cold_shape
-from .._graph.plan import Plan
+from .._graph.plan import Plan, Step
 from .._graph.registry import Registry, resolver_key
 from .._reading.annotations import type_name
 from .._reading.kinds import Kind
@@ -133,14 +133,11 @@ class PlanCache:
         # A sync handler's body runs in a worker thread, as the MCP SDK runs a sync tool,
         # unless it is marked `inline`.
         threaded = graph.root.kind is Kind.SYNC and not is_inline(fn)
-        traced = tracing_on(self.tracing)
-        code = PLAN_CODE
         run_fn: Callable[..., Any] | None
-        if traced:
-            from .._engine.spans import traced_steps  # only a traced plan loads them
-            from .._engine.tracing import TRACED_CODE
-
-            steps, code = traced_steps(steps), TRACED_CODE
+        # No local of its own for tracing: a cached plan's return clears this frame, whose
+        # every local costs that instructions.
+        if tracing_on(self.tracing):
+            steps = _traced_steps(steps)
             run_fn = _not_yet  # its traced `run`, made once the plan exists (below)
         elif self.tiered and cold_shape(threaded, graph.call_resources, graph.call_threads):
             # Interpreted until it is called again: see `cold_runner`.
@@ -174,13 +171,13 @@ class PlanCache:
             generation=self.generation,
             fn_is_async=is_async,
             run_fn=run_fn,
-            code=code,
+            code=PLAN_CODE,
             overrides=overrides,
             fn_threaded=threaded,
         )
         ref[0] = plan
-        if traced:  # generated now: a traced plan is never interpreted cold
-            object.__setattr__(plan, "run_fn", code.function(plan, "run"))
+        if run_fn is _not_yet:
+            _trace(plan)
         if len(plans) >= (_MAX_PLANS if overrides is None else _MAX_OVERRIDE_PLANS):
             plans.popitem(last=False)
         plans[key] = plan
@@ -298,6 +295,21 @@ def tracing_on(setting: bool | None) -> bool:
     from .._engine.tracing import provider_installed
 
     return provider_installed()
+
+
+def _traced_steps(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    from .._engine.spans import traced_steps  # only a traced plan loads it
+
+    return traced_steps(steps)
+
+
+def _trace(plan: Plan) -> None:
+    """Give a plan with traced steps the traced code, and its `run` generated now: a traced
+    plan is never interpreted cold."""
+    from .._engine.tracing import TRACED_CODE
+
+    object.__setattr__(plan, "code", TRACED_CODE)
+    object.__setattr__(plan, "run_fn", TRACED_CODE.function(plan, "run"))
 
 
 async def _not_yet(*args: Any) -> Any:

@@ -9,6 +9,7 @@ import functools
 import random
 import re
 import sys
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import anyio
@@ -158,11 +159,7 @@ class Access(Codec[M]):
             else:
                 data, earlier = await self._fetch(store, key, token, lease, name)
         except StateConflict:  # another call holds its lease: wait for it
-            waiting = self._wait_for(store, key, token, lease, name)
-            spans = sys.modules.get("resolvent._engine.spans")  # loaded by a traced plan
-            data, earlier = await (
-                waiting if spans is None else spans.lease_wait(self.name, waiting)
-            )
+            data, earlier = await _traced(self.name, self._wait_for(store, key, token, lease, name))
         if data is None:
             raise self._not_found(key.handle)
         return data, earlier
@@ -280,3 +277,13 @@ class Access(Codec[M]):
             f"  fix: try again; if the store is slow to answer, raise "
             f"State({self.name!r}, ..., lease=...)"
         )
+
+
+T = TypeVar("T")
+
+
+def _traced(name: str, waiting: Awaitable[T]) -> Awaitable[T]:
+    """*waiting* (a load waiting for another call's lease on a value of the `State`
+    *name*), in a span of its own when a traced plan has loaded the spans."""
+    spans = sys.modules.get("resolvent._engine.spans")
+    return waiting if spans is None else spans.lease_wait(name, waiting)
