@@ -5,19 +5,19 @@ with it removed from the same commit, instruction by instruction.
     python -m benchmarks.tracing_off --paths run,interpreter --out FILE
 
 It makes two checkouts of ``HEAD`` beside this one (``git worktree add``, removed when it
-ends): one with the feature removed (`remove_tracing`: ``_tracing.py`` deleted and its
-hooks in ``_call``, ``_container``, ``_plans`` and ``_state`` taken out), and a control, the removed
-one plus one module-level function nobody calls (`add_unused_function`). Each is counted
-the way `benchmarks.instructions` counts (one process under callgrind, warm calls, the
-same scenarios and paths), keeping callgrind's dumps, and each counted dump is split by
-function: the memory allocator's (CPython's ``obmalloc.c``, the C library's ``malloc``)
-and everything else. Run it on a committed tree: the present checkout is this one.
+ends): one with the feature removed (`remove_tracing`: ``_engine/tracing.py`` and
+``_engine/spans.py`` deleted, and their hooks in ``_container/call.py``, ``container.py``,
+``plans.py`` and ``_state/access.py`` taken out), and a control, the removed one plus one
+module-level function nobody calls (`add_unused_function`). Each is counted the way
+`benchmarks.instructions` counts (one process under callgrind, warm calls, the same
+scenarios and paths), keeping callgrind's dumps, and each counted dump is split by
+function: the memory allocators', the hash tables' (`CATEGORIES`) and everything else.
+Run it on a committed tree: the present checkout is this one.
 
-What it showed (see docs/benchmarks.md, "Tracing"): on ``run`` the two count the same
-outside the allocator, and S2-S7 to the instruction; on ``call.resolve`` every difference is
-in the allocator and the hash tables; the interpreter and concurrent paths run one more test
-(``Call.run`` asking whether a plan is traced, 124 instructions). The rest moves with where
-objects land in memory, and the control moves it as much.
+What it showed (see docs/benchmarks.md, "Tracing"): with tracing off, every path of S1-S7
+runs the same code as the feature removed; each difference is in the allocators and the
+hash tables, which move with where objects land in memory, and the control moves them as
+much. Nothing is left elsewhere.
 """
 
 from __future__ import annotations
@@ -115,17 +115,22 @@ def checkout(where: Path) -> Iterator[Path]:
 
 
 CATEGORIES = (
-    ("allocator", re.compile(r"obmalloc\.c|/malloc/|malloc\.c")),
+    ("allocator", re.compile(r"obmalloc\.c|/malloc/|malloc\.c|memset|memcpy|memmove")),
     (
         "hash tables",
-        re.compile(r"dictobject\.c|setobject\.c|:\w*lookup\w*|find_name_in_mro|assign_version_tag"),
+        re.compile(
+            r"dictobject\.c|setobject\.c|:\w*lookup\w*|find_name_in_mro|assign_version_tag"
+            r"|_PyType_Lookup|_PyDict_GetItem_KnownHash|PyErr_Occurred|memcmp"
+        ),
     ),
 )
 """Where a difference can live while the Python code that runs is the same: the memory
-allocators (CPython's small-object one, the C library's), whose work depends on which pool
-or chunk is free, and the hash tables, whose probes depend on where their keys lie in
-memory (a dict or set keyed by objects hashed by identity, and the type attribute cache,
-indexed by the address of the attribute's name). Anything else is "elsewhere"."""
+allocators (CPython's small-object one, the C library's, and the zeroing and copying of
+what they hand out), whose work depends on which pool or chunk is free, and the hash
+tables, whose probes depend on where their keys lie in memory (a dict or set keyed by
+objects hashed by identity, the string comparisons of a probe, and the type attribute
+cache, indexed by the address of the attribute's name, whose miss looks the name up along
+the type's MRO and checks for an error). Anything else is "elsewhere"."""
 
 
 def functions(dump: Path) -> dict[str, int]:
