@@ -211,6 +211,7 @@ async def _failed_before(why: str, stack: Any) -> Any:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    env = environment()  # before the run: its load average is the machine's, not the run's
     settings = Settings(
         rounds=args.rounds or (5 if args.quick else 15),
         batch_ns=int((args.batch_ms or (4 if args.quick else 25)) * 1e6),
@@ -253,7 +254,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     failed_chain[name] = f"{scenario.key}: {res['reason']}"
         progress.step()
     data: dict[str, Any] = {
-        "environment": environment(),
+        "environment": env,
         "quick": args.quick,
         "settings": {"rounds": settings.rounds, "batch_ms": settings.batch_ns / 1e6},
         "scenarios": results,

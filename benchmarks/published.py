@@ -417,6 +417,38 @@ def paths(data: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+STATE_RESULTS = ROOT / "benchmarks" / "results" / "state.json"
+STATE_NAMES = (
+    "hand-written",
+    "resolvent",
+    "hand-written, idempotency key",
+    "resolvent, idempotency key",
+)
+
+
+def state(data: dict[str, Any]) -> str:
+    """The State edit against the same update by hand, per store and with an idempotency
+    key, from ``state.json`` (a run of ``--only "State memory,State SQLite,State
+    Valkey"``)."""
+    run = load(STATE_RESULTS)
+    env, settings = run["environment"], run["settings"]
+    out = [
+        f"Run {env['date']}, Python {env['python']}, {env['platform']} ({env['cpus']} CPUs,"
+        f" load average {env.get('load', '?')} at the start), resolvent at {env['commit']},"
+        f" {settings['rounds']} rounds of {settings['batch_ms']:g} ms batches. Median µs per"
+        " call; in parentheses the median of per-round ratios to the hand-written edit:",
+        "",
+        "| store | " + " | ".join(STATE_NAMES) + " |",
+        "| --- | " + " | ".join("---:" for _ in STATE_NAMES) + " |",
+    ]
+    for sc in run["scenarios"]:
+        store = sc["key"].removeprefix("State ")
+        out.append(
+            f"| {store} | " + " | ".join(cell(sc["results"].get(n)) for n in STATE_NAMES) + " |"
+        )
+    return "\n".join(out) + "\n"
+
+
 def instruction_table(data: dict[str, Any]) -> str:
     """The guard's committed baseline as a table (not from *data*)."""
     from . import instructions
@@ -440,6 +472,7 @@ FRAGMENTS: dict[str, Callable[[dict[str, Any]], str]] = {
     "standing": standing,
     "targets": targets,
     "pythons": pythons,
+    "state": state,
 }
 
 __all__ = ("FRAGMENTS", "PAGES", "render")
