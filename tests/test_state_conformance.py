@@ -968,6 +968,27 @@ async def test_a_key_outlives_the_value_its_call_deleted(
         assert await store.recall(key, "req") is None
 
 
+async def test_a_result_kept_again_lasts_its_new_ttl(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock
+) -> None:
+    # A store keeps a result for its ttl from the save that kept it last: a sweep of the
+    # first save's time does not take the second's away.
+    async with opened(store_kind, tmp_path, request, clock) as store:
+        key = StateKey("cart", "owner", "r" * 32)
+        await store.create(key, b"1\n{}", 1000, 10000)
+        assert await store.load(key, 1000, "first", 5) is not None
+        assert await store.save(key, 1000, "first", None, False, remember=("req", b"1", 10))
+        clock.advance(5)
+        assert await store.load(key, 1000, "second", 5) is not None
+        assert await store.save(key, 1000, "second", None, False, remember=("req", b"2", 100))
+        clock.advance(10)  # past the first ttl, and past a sweep interval
+        assert await store.load(key, 1000, "", 0) is not None  # any operation may sweep
+        assert await store.recall(key, "req") == b"2"
+        clock.advance(100)
+        assert await store.load(key, 1000, "", 0) is not None
+        assert await store.recall(key, "req") is None
+
+
 def test_idempotent_needs_an_edit_of_its_state() -> None:
     carts = State("cart", Cart)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Callable
 
@@ -37,6 +38,9 @@ class MemoryStore:
     def __init__(self, *, clock: Callable[[], float] = time.monotonic, sweep: float = 1.0) -> None:
         self._entries: dict[StateKey, _Entry] = {}
         self._receipts: dict[tuple[StateKey, str], tuple[bytes, float]] = {}
+        # When each receipt expires, soonest first (a heap): a sweep visits the spent ones
+        # only, not every receipt kept, which a busy server keeps for the whole key TTL.
+        self._receipts_due: list[tuple[float, tuple[StateKey, str]]] = []
         self._clock = clock
         self._sweep_every = sweep
         self._next_sweep = clock() + sweep
@@ -52,9 +56,12 @@ class MemoryStore:
             expired = [key for key, entry in self._entries.items() if entry.expires <= now]
             for key in expired:
                 del self._entries[key]
-            spent = [name for name, (_, until) in self._receipts.items() if until <= now]
-            for name in spent:
-                del self._receipts[name]
+            due = self._receipts_due
+            while due and due[0][0] <= now:
+                name = heapq.heappop(due)[1]
+                found = self._receipts.get(name)
+                if found is not None and found[1] <= now:  # not kept again since, for longer
+                    del self._receipts[name]
         return now
 
     def _live(self, key: StateKey, now: float) -> _Entry | None:
@@ -121,6 +128,7 @@ class MemoryStore:
         if remember is not None:
             name, result, ttl = remember
             self._receipts[key, name] = (result, now + ttl)
+            heapq.heappush(self._receipts_due, (now + ttl, (key, name)))
         if delete:
             del self._entries[key]
             return True
@@ -140,3 +148,4 @@ class MemoryStore:
         """Drop every value."""
         self._entries.clear()
         self._receipts.clear()
+        self._receipts_due.clear()
