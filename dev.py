@@ -497,9 +497,10 @@ def mutate_config(module: str, tests: Sequence[str]) -> str:
     def toml_list(items: Sequence[str]) -> str:
         return "[" + ", ".join(f'"{item}"' for item in items) + "]"
 
-    # Each async test runs on asyncio only (a mutant that only trio would catch counts as
-    # alive: the rate errs low), which halves what a surviving mutant costs.
-    args = ["-p", "no:cacheprovider", "-q", "-x", "-k", "not trio"]
+    # Each async test runs on asyncio only (MUTATE_ORDER drops its trio runs; a mutant that
+    # only trio would catch counts as alive: the rate errs low), which halves what a
+    # surviving mutant costs.
+    args = ["-p", "no:cacheprovider", "-q", "-x"]
     return (
         "\n[tool.mutmut]\n"
         'source_paths = ["src"]\n'
@@ -517,13 +518,25 @@ def mutate_config(module: str, tests: Sequence[str]) -> str:
 # Appended to the copy's tests/conftest.py (never to the project's): mutmut hands a mutant's
 # tests to pytest in no particular order, and pytest runs them in file order; fastest first,
 # by the durations of mutmut's first run, a mutant that a quick test kills stops at once.
+# It drops each test's run on trio (a `trio` among its parameters' ids), not `-k "not
+# trio"`, which also drops every test whose name or file mentions trio.
 MUTATE_ORDER = """
 
 class _FastestFirst:
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
         import json
 
+        def on_trio(item: pytest.Item) -> bool:
+            callspec = getattr(item, "callspec", None)
+            return callspec is not None and "trio" in callspec.id.split("-")
+
+        dropped = [item for item in items if on_trio(item)]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if not on_trio(item)]
         stats = Path("mutmut-stats.json")  # mutmut runs the tests in its mutants/ folder
         if os.environ.get("MUTANT_UNDER_TEST") and stats.exists():
             took = json.loads(stats.read_text(encoding="utf-8"))["duration_by_test"]
@@ -773,8 +786,13 @@ def function_of(module: str, mutant: str) -> str:
 
 
 def mutated_line(shown: str) -> str:
-    """The changed code of a mutant, from ``mutmut show``'s diff, on one line."""
-    added = [ln[1:] for ln in shown.splitlines() if ln.startswith("+") and not ln.startswith("++")]
+    """The changed code of a mutant, from ``mutmut show``'s diff, on one line; for a mutant
+    that only deletes (an argument), ``deleted: `` and the line it deletes."""
+    lines = shown.splitlines()
+    added = [ln[1:] for ln in lines if ln.startswith("+") and not ln.startswith("++")]
+    if not "".join(added).strip():
+        removed = [ln[1:] for ln in lines if ln.startswith("-") and not ln.startswith("--")]
+        return "deleted: " + " ".join(" ".join(removed).split())
     return " ".join(" ".join(added).split())
 
 
