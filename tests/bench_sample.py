@@ -23,6 +23,7 @@ __all__ = (
     "fast",
     "handler",
     "needs_value",
+    "on_trio",
     "settings",
     "slow",
     "trivial",
@@ -208,3 +209,14 @@ async def undeclared():  # type: ignore[no-untyped-def]  # no annotation: it may
 
 async def asks_late(a: Annotated[Answer, Resolve(undeclared)]) -> str:
     return "asked"
+
+
+async def on_trio(n: int, note: str) -> int:
+    """Runs only as `--backend trio --arg n=42 --arg note=a=b` asks: on trio, and with the
+    literal 42, not the text."""
+    import trio
+
+    trio.lowlevel.current_task()  # RuntimeError anywhere but on trio
+    if (n, note) != (42, "a=b"):
+        raise ValueError(f"called with n={n!r}, note={note!r}")
+    return n

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from graph_sample import container, current_user
 from resolvent import Container, Resolve
 
-__all__ = ("container", "other", "tool")
+__all__ = ("container", "kept", "logged_tool", "other", "tool")
 
 
 def wrap(c: Container) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -34,3 +34,23 @@ other = Container()
 @wrap(other)
 async def tool(city: str, user_id: str, user: Annotated[str, Resolve(current_user)]) -> str:
     return f"{city}: {user}"
+
+
+def logged(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A plain decorator over the wrapped tool: the container is one layer further in."""
+
+    @functools.wraps(fn)
+    async def logging(**kwargs: Any) -> Any:
+        return await fn(**kwargs)
+
+    return logging
+
+
+logged_tool = logged(tool)
+
+
+async def kept(city: str, user_id: str, user: Annotated[str, Resolve(current_user)]) -> str:
+    return f"{city}: {user}"
+
+
+kept.container = other  # type: ignore[attr-defined]  # a wrapper keeping it as an attribute

@@ -244,18 +244,55 @@ def test_refusals_are_empty_for_a_runnable_graph() -> None:
     assert refusals(plan, "h", {"user_id": "u"}) == []
 
 
-def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli(capsys, "bench_sample:trivial", "--arg", "novalue")[0] == 2
-    assert cli(capsys, "bench_sample:trivial", "--override", "bench_sample:one")[0] == 2
-    assert cli(capsys, "bench_sample:trivial", "--calls", "0")[0] == 2
-
-
 def test_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     path = tmp_path / "bench.png"
-    code, _, err = cli(capsys, "bench_sample:trivial", "--calls", "20", "--plot", str(path))
+    code, out, err = cli(capsys, "bench_sample:trivial", "--calls", "20", "--plot", str(path))
     assert code == 0, err
     assert path.read_bytes().startswith(b"\x89PNG")
+    assert err.splitlines()[-1] == f"plot written to {path}"
+    assert "plot written" not in out
+
+
+# The run does what the command line asks: the backend, the literal values (42 is a
+# number, `a=b` the text after the first `=`), a time per mode; it reports on stdout and
+# says on stderr where it wrote the figures, which are the report's, indented.
+def test_a_run_on_trio_for_a_time_with_arguments(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("trio")
+    path = tmp_path / "bench.json"
+    argv = ["bench_sample:on_trio", "--backend", "trio", "--arg", "n=42", "--arg", "note=a=b"]
+    code, out, err = cli(capsys, *argv, "--seconds", "0.05", "--json", str(path))
+    assert code == 0, err
+    assert out.startswith("resolvent bench bench_sample:on_trio\n")
+    progress, written = err.splitlines()
+    assert progress.startswith("resolvent bench: generated: ") and progress.endswith(" calls")
+    assert written == f"figures written to {path}"
+    text = path.read_text(encoding="utf-8")
+    assert json.loads(text)["args"] == {"n": "42", "note": "'a=b'"}
+    assert text == json.dumps(json.loads(text), indent=2)
+
+
+def test_a_trace_file_it_cannot_read_is_said_after_the_report(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = cli(capsys, "bench_sample:trivial", "--calls", "1", "--traces", "gone")
+    assert code == 1
+    assert out.startswith("resolvent bench bench_sample:trivial\n")
+    assert err.splitlines()[-1] == (
+        "resolvent bench: cannot read the trace file 'gone': No such file or directory"
+    )
+
+
+def test_the_container_named_is_the_one_it_runs_in(capsys: pytest.CaptureFixture[str]) -> None:
+    # graph_sample_tools holds two containers: without --container the command would ask.
+    code, out, err = cli(
+        capsys, "graph_sample_tools:current_user", "--container", "graph_sample_tools:container",
+        "--arg", "user_id=u", "--calls", "1",
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.startswith("resolvent bench graph_sample_tools:current_user\n")
 
 
 def test_plot_without_matplotlib_is_refused_before_measuring(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from resolvent import InvalidSignature
 from resolvent.__main__ import main
 from snapshot import assert_snapshot
 
@@ -75,15 +78,6 @@ def test_several_containers_need_a_choice(capsys: pytest.CaptureFixture[str]) ->
     assert "--container" in err
 
 
-def test_invalid_graph_prints_the_error_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "graph", "graph_sample:broken")
-    assert code == 1
-    assert out == ""
-    assert "captive dependency" in err
-    assert "captive" in err and "current_user" in err
-    assert "fix:" in err
-
-
 @pytest.mark.parametrize("fmt", ["mermaid", "dot"])
 def test_invalid_graph_is_drawn_with_the_offending_edge(
     capsys: pytest.CaptureFixture[str], fmt: str
@@ -128,24 +122,91 @@ def test_a_cycle_is_drawn_as_a_closed_loop() -> None:
     assert "n2 -> n1" in dot  # the loop closes on the first node of the cycle
 
 
+# A usage error is one line on stderr, naming what is wrong and how to write it, and
+# exit status 2; nothing is printed on stdout.
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "line"),
     [
-        (["graph", "graph_sample"], "must look like module:name"),
-        (["graph", "no_such_module_here:f"], "cannot import module 'no_such_module_here'"),
-        (["graph", "graph_sample:missing"], "has no attribute 'missing'"),
+        (
+            ["graph", "graph_sample"],
+            "MODULE:FUNCTION must look like module:name, got 'graph_sample'",
+        ),
+        (
+            ["graph", "no_such_module_here:f"],
+            "cannot import module 'no_such_module_here': No module named 'no_such_module_here'",
+        ),
+        (["graph", ":handler"], "MODULE:FUNCTION must look like module:name, got ':handler'"),
+        (["graph", "graph_sample:missing"], "module 'graph_sample' has no attribute 'missing'"),
+        (
+            ["graph", "graph_sample:handler:x"],
+            "module 'graph_sample' has no attribute 'handler:x'",
+        ),
+        (["graph", "graph_sample:Settings.dsn"], "graph_sample:Settings.dsn is not a function"),
+        (
+            ["graph", "graph_sample:handler", "--container", "graph_sample"],
+            "--container must look like module:name, got 'graph_sample'",
+        ),
         (
             ["graph", "graph_sample:handler", "--container", "graph_sample:pool"],
-            "not a resolvent Container",
+            "graph_sample:pool is not a resolvent Container",
         ),
+        (
+            ["graph", "builtins:len"],
+            "module 'builtins' has no Container among its globals; "
+            "name one with --container module:name",
+        ),
+        (
+            ["graph", "graph_sample_tools:current_user"],
+            "module 'graph_sample_tools' has several Container globals (container, other); "
+            "choose one with --container module:name",
+        ),
+        (
+            ["bench", "graph_sample"],
+            "MODULE:FUNCTION must look like module:name, got 'graph_sample'",
+        ),
+        (
+            ["bench", "graph_sample:handler", "--arg", "user_id"],
+            "--arg must look like NAME=VALUE, got 'user_id'",
+        ),
+        (
+            ["bench", "graph_sample:handler", "--arg", "1d=2"],
+            "--arg must look like NAME=VALUE, got '1d=2'",
+        ),
+        (
+            ["bench", "graph_sample:handler", "--override", "graph_sample:pool"],
+            "--override must look like module:name=module:name, got 'graph_sample:pool'",
+        ),
+        (
+            ["bench", "graph_sample:handler", "--override", "graph_sample=graph_sample:pool"],
+            "--override must look like module:name, got 'graph_sample'",
+        ),
+        (
+            ["bench", "graph_sample:handler", "--override", "graph_sample:pool=graph_sample:a=b"],
+            "module 'graph_sample' has no attribute 'a=b'",
+        ),
+        (["bench", "graph_sample:handler", "--calls", "0"], "--calls must be at least 1"),
+        (["bench", "graph_sample:handler", "--seconds", "0"], "--seconds must be positive"),
     ],
 )
-def test_usage_errors_exit_2(
-    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+def test_a_usage_error_is_one_line_and_exits_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], line: str
 ) -> None:
-    code, _, err = run(capsys, *argv)
-    assert code == 2
-    assert message in err
+    code, out, err = run(capsys, *argv)
+    assert (code, out, err) == (2, "", f"resolvent {argv[0]}: error: {line}\n")
+
+
+# A graph that does not compile: the compile error, whole, on stderr, and exit status 1.
+@pytest.mark.parametrize("command", ["graph", "bench"])
+def test_a_graph_that_does_not_compile_prints_the_error_and_exits_1(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    import graph_sample
+
+    with pytest.raises(InvalidSignature) as error:
+        graph_sample.container.compile(graph_sample.broken)
+    code, out, err = run(capsys, command, "graph_sample:broken")
+    assert (code, out) == (1, "")
+    assert err == f"resolvent {command}: graph_sample:broken does not compile:\n{error.value}\n"
 
 
 def test_unknown_format_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
@@ -222,3 +283,49 @@ def test_the_help_of_each_command(
         main([*argv, "--help"])
     assert info.value.code == 0
     assert_snapshot(f"cli_help_{'_'.join(['resolvent', *argv])}", capsys.readouterr().out)
+
+
+def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "resolvent: error: the following arguments are required: COMMAND\n"
+    )
+
+
+# The container is the one a wrapper holds, however deep in the decorators and however it
+# holds it.
+@pytest.mark.parametrize(
+    ("target", "head"),
+    [
+        ("graph_sample_tools:logged_tool", "graph_sample_tools.tool(city, user_id): 3 step(s)"),
+        ("graph_sample_tools:kept", "graph_sample_tools.kept(city, user_id): 3 step(s)"),
+    ],
+)
+def test_the_container_and_function_behind_the_wrappers(
+    capsys: pytest.CaptureFixture[str], target: str, head: str
+) -> None:
+    code, out, err = run(capsys, "graph", target)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"plan for {head}")
+
+
+class _ClosedPipe(io.TextIOWrapper):
+    """Standard output piped into `head`, which has exited: writing raises BrokenPipeError."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_output_piped_into_a_reader_that_quit_ends_quietly(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # `resolvent graph app:fn | head -1`: the command stops with status 0, no traceback, and
+    # its standard output goes to the null device, so the interpreter's flush at exit
+    # cannot fail again.
+    with (tmp_path / "out").open("wb") as file:
+        monkeypatch.setattr(sys, "stdout", _ClosedPipe(file))
+        assert main(["graph", "graph_sample:handler"]) == 0
+        assert os.path.samestat(os.fstat(file.fileno()), os.stat(os.devnull))
+    assert capsys.readouterr().err == ""
