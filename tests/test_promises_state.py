@@ -644,6 +644,60 @@ async def test_an_idempotent_handler_reads_as_the_function_it_wraps() -> None:
             assert added == {"fig": 1}
 
 
+class Refusing(MemoryStore):
+    """A memory store that says when it refused a renewal."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock=clock)
+        self.refused = anyio.Event()
+
+    async def renew(self, key: StateKey, token: str, lease: float) -> bool:
+        renewed = await super().renew(key, token, lease)
+        if not renewed:
+            self.refused.set()
+        return renewed
+
+
+# "An edit whose renewal the store refused (another call holds the handle) [...] learns
+# it before it commits, and nothing of it is written" (docs/state.md): the error says
+# which of the two happened.
+async def test_an_edit_whose_renewal_was_refused_says_so_and_writes_nothing() -> None:
+    from resolvent._state import owner_digest
+
+    clock = Clock()
+    store = Refusing(clock)
+    carts = on(store, lease=0.4, wait=0.01)
+    inside, release = anyio.Event(), anyio.Event()
+    failures: list[StateConflict] = []
+
+    async def slow() -> None:
+        inside.set()
+        await release.wait()
+
+    async def late(handle: str) -> None:
+        try:
+            await carts.run(carts.add, cart=handle, item="late")
+        except StateConflict as exc:
+            failures.append(exc)
+
+    async with carts.container:
+        handle = await carts.run(carts.open_cart)
+        carts.gate = slow
+        async with anyio.create_task_group() as group:
+            group.start_soon(late, handle)
+            await inside.wait()
+            carts.gate = None
+            clock.advance(1)  # on the store's clock the lease ran out: another call takes it
+            assert await store.load(StateKey("cart", owner_digest("ada"), handle), 60, "b", 30)
+            with anyio.fail_after(10):
+                await store.refused.wait()
+            release.set()  # well within the lease time since the last renewal that held
+        (failure,) = failures
+        assert "lost its lease (the store refused its renewal" in str(failure)
+        clock.advance(31)
+        assert await carts.run(carts.show, cart=handle) == Cart()
+
+
 class Recording(MemoryStore):
     """A memory store that notes the name each save keeps a result under."""
 

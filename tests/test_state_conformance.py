@@ -962,10 +962,18 @@ async def test_a_key_outlives_the_value_its_call_deleted(
             assert await load_recalling(key, 100, "other", 0, "req") == (None, None)
         assert await store.recall(key, "req") == b"7"
         assert await store.recall(key, "another request") is None
+        kept = StateKey("cart", "owner", "e" * 32)  # a value the save keeps, with a result
+        await store.create(kept, b"1\n{}", 100, 1000)
+        assert await store.load(kept, 100, "mine", 5) == b"1\n{}"
+        assert await store.save(kept, 100, "mine", None, False, remember=("req", b"8", 50))
         clock.advance(49.5)
         assert await store.recall(key, "req") == b"7"
-        clock.advance(0.5)  # its ttl has passed
+        if load_recalling is not None:
+            assert await load_recalling(kept, 100, "other", 0, "req") == (b"1\n{}", b"8")
+        clock.advance(0.5)  # their ttl has passed
         assert await store.recall(key, "req") is None
+        if load_recalling is not None:
+            assert await load_recalling(kept, 100, "other", 0, "req") == (b"1\n{}", None)
 
 
 async def test_a_result_kept_again_lasts_its_new_ttl(

@@ -12,6 +12,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import anyio
@@ -178,6 +179,24 @@ def test_a_process_that_never_closes_its_store_still_exits(tmp_path: Path) -> No
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['resolvent-sqlite-sweep']"
+
+
+async def test_opening_waits_for_another_connections_write_lock(tmp_path: Path) -> None:
+    # Another process writing to the file as the store opens it (the switch to WAL fails
+    # at once while it holds the lock): the store waits for it, within busy_timeout.
+    path = tmp_path / "shared.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE elsewhere (x)")
+    other.execute("BEGIN IMMEDIATE")
+    done = threading.Timer(0.2, other.execute, ("ROLLBACK",))
+    done.start()
+    try:
+        with anyio.fail_after(HANG):
+            store = await SqliteStore.open(str(path), busy_timeout=10)
+        await store.aclose()
+    finally:
+        done.join()
+        other.close()
 
 
 async def test_a_write_lock_held_past_busy_timeout_is_store_unavailable(tmp_path: Path) -> None:
