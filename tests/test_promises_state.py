@@ -754,8 +754,19 @@ async def test_one_handle_through_two_kinds_of_different_models_is_refused() -> 
         two: Annotated[CartV2, Resolve(others.read)],
     ) -> None: ...
 
+    twins = State("cart", Cart, store=provide, principal=ada, argument="other")
+
+    async def same(
+        cart: Handle,
+        other: Handle,
+        one: Annotated[Cart, Resolve(carts.read)],
+        two: Annotated[Cart, Resolve(twins.read)],
+    ) -> bool:
+        return one is two  # one load, one value
+
     async with container:
         handle = await container.run(open_cart)
+        assert await container.run(same, cart=handle, other=handle)
         with pytest.raises(StateError) as caught:
             await container.run(both, cart=handle, other=handle)
     assert_snapshot("one_handle_two_models", str(caught.value).replace(handle, "H"))

@@ -164,8 +164,14 @@ async def test_a_file_whose_tables_are_not_the_stores_is_store_unavailable(
         assert caught.value.cause == f"OperationalError: no such column: {lacking}"
 
 
-def test_a_process_that_never_closes_its_store_still_exits(tmp_path: Path) -> None:
+async def test_a_process_that_never_closes_its_store_still_exits(tmp_path: Path) -> None:
     # The sweeper is a daemon thread, named for a thread dump: it keeps no process alive.
+    store = await SqliteStore.open(str(tmp_path / "open.db"))
+    try:
+        sweepers = [t for t in threading.enumerate() if t.name == "resolvent-sqlite-sweep"]
+        assert sweepers and all(t.daemon for t in sweepers)
+    finally:
+        await store.aclose()
     script = (
         "import threading, anyio\n"
         "from resolvent import SqliteStore\n"
