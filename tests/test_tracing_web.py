@@ -32,17 +32,21 @@ def test_a_fastapi_route_under_uvicorn(tmp_path: Path, monkeypatch: pytest.Monke
         ("setup trace_web_app.session", []),
         ("teardown trace_web_app.session", []),
     ]
-    # FastAPI's own spans: the request's, and its endpoint's, where the route runs.
-    assert _tree(spans, None) == [
-        (
-            "GET /balance/{user}",
-            [
-                ("fastapi.dependencies", []),
-                ("fastapi.endpoint", [(call, resolved)]),
-                ("fastapi.serialization", []),
-            ],
-        )
-    ]
+    if any(span["name"].startswith("fastapi.") for span in spans):
+        # FastAPI's own spans (newer FastAPI makes them): the request's, and its
+        # endpoint's, where the route runs.
+        assert _tree(spans, None) == [
+            (
+                "GET /balance/{user}",
+                [
+                    ("fastapi.dependencies", []),
+                    ("fastapi.endpoint", [(call, resolved)]),
+                    ("fastapi.serialization", []),
+                ],
+            )
+        ]
+    else:  # a FastAPI without spans of its own: the call's is the root
+        assert _tree(spans, None) == [(call, resolved)]
     for span in spans:  # resolvent's (FastAPI's request span has the path, as it should)
         if not span["name"].startswith(("GET ", "fastapi.")):
             assert SECRET not in json.dumps(span), span
