@@ -15,7 +15,7 @@ from .._vocabulary.frozen import Frozen, put
 from .._vocabulary.questions import OutcomeFamily
 from .._vocabulary.scopes import Scope
 
-__all__ = ("Graph", "Input", "Plan", "PlanCode", "Step", "direct_shape", "keep_shared")
+__all__ = ("Graph", "Input", "Plan", "PlanCode", "Step", "direct_shape", "keep_shared", "replaced")
 
 
 class Input(Frozen, compare=True):
@@ -471,3 +471,9 @@ def keep_shared(table: dict[K, V], key: K, value: V) -> V:
         table.clear()
     table[key] = value
     return value
+
+
+def replaced(plan: Plan, **changes: Any) -> Plan:
+    """*plan* with *changes* to the fields its constructor takes; its caches start empty."""
+    given = {name: getattr(plan, name) for name in Plan.__slots__ if name[0] != "_"}
+    return Plan(**{**given, **changes})

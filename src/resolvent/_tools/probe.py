@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 
 from .._engine.codegen import generate
-from .._graph.plan import Plan, Step
+from .._graph.plan import Plan, Step, replaced
 from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
 from .._vocabulary.scopes import Scope
@@ -277,22 +277,7 @@ def probed(plan: Plan, probe: Probe) -> Plan:
         root_threaded=plan.fn_threaded,
     )[1]
     assert run_fn is not None
-    copy = Plan(
-        fn=wrap_body(plan, probe.log),
-        name=plan.name,
-        steps=steps,
-        inputs=plan.inputs,
-        arguments=plan.arguments,
-        value_types=plan.value_types,
-        scopes=plan.scopes,
-        needs_call=plan.needs_call,
-        generation=plan.generation,
-        fn_is_async=plan.fn_is_async,
-        run_fn=run_fn,
-        code=plan.code,
-        overrides=plan.overrides,
-        fn_threaded=plan.fn_threaded,
-    )
+    copy = replaced(plan, fn=wrap_body(plan, probe.log), steps=steps, run_fn=run_fn)
     ref[0] = copy
     return copy
 
