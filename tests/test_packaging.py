@@ -76,6 +76,7 @@ _LAZY_OWN = (
     "resolvent._state",
     "resolvent._vocabulary.outcomes",
     "resolvent._container.call",
+    "resolvent._container.deadlines",
     "resolvent._container.session",
     "resolvent._runtime.rounds",
     "resolvent._runtime.threads",
@@ -152,7 +153,7 @@ assert anyio.run(main) == "hi ann"
 # From now on the container opens a call scope through the class itself, a plain global.
 assert sys.modules["resolvent._container.container"].Call is sys.modules["resolvent._container.call"].Call
 """,
-        ("resolvent._container.call",),
+        ("resolvent._container.call", "resolvent._container.deadlines"),
     ),
     # `run` opens a call scope itself for a resource set up in a worker thread.
     "a call scope that run opens": (
@@ -166,7 +167,7 @@ async def hello(name: Annotated[str, Resolve(resource)]) -> str:
 assert anyio.run(container.run, hello) == "hi ann"
 assert sys.modules["resolvent._container.container"].Call is sys.modules["resolvent._container.call"].Call
 """,
-        ("resolvent._container.call",),
+        ("resolvent._container.call", "resolvent._container.deadlines"),
     ),
     # A sync resolver runs in a worker thread: here in a plan's generated code.
     "a worker-thread resolver": (

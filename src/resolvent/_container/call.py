@@ -1,5 +1,6 @@
 """One CALL scope (`Call`): resolving and running plans for one call, its values and its
-resources. It never compiles a plan (its container does) nor outlives its block."""
+resources; its deadlines are its base's (`deadlines.py`). It never compiles a plan (its
+container does) nor outlives its block."""
 
 # A call reads its container's private state (`CallHost`): they are one unit.
 # pyright: reportPrivateUsage=false
@@ -8,14 +9,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 from collections.abc import Awaitable, Callable, Hashable, Mapping
-from sys import modules as _modules
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
-import anyio
-
-from .._engine.executor import EMPTY, timed_out
+from .._engine.executor import EMPTY
 from .._engine.interpreter import interpret
 from .._graph.plan import Plan, Step
 from .._reading.annotations import with_article
@@ -24,8 +21,9 @@ from .._runtime.sharing import Sharing
 from .._runtime.shield import begin
 from .._runtime.teardown import Exits, close_resources, settle, settle_writes
 from .._runtime.threads import abandonable
-from .._vocabulary.errors import AnswerTimeout, InputRequired, ResolventError
+from .._vocabulary.errors import InputRequired, ResolventError
 from .._vocabulary.questions import Asker
+from .deadlines import Deadlines
 from .plans import callable_name, check_scopes, refuse_generator
 
 __all__ = ("Call", "CallHost")
@@ -34,37 +32,13 @@ __all__ = ("Call", "CallHost")
 if TYPE_CHECKING:
     T = TypeVar("T")
     from .._runtime.rounds import Rounds
-    from .plans import PlanCache
-
-    KW = TypeVar("KW", bound=Mapping[str, Any])
-
-    class CallHost(Protocol):
-        """What a call reads of its container (`Container` is the one implementation).
-
-        The container's own, not public: a call and its container are one unit.
-        """
-
-        _app: LiveScope | None  # the open APP scope, or None
-        answer_timeout: float | None
-        _concurrent: bool  # `concurrent` and `call_timeout`, read without a property
-        _call_timeout: float | None
-        _overridden: list[int]  # the open override blocks, in every context
-        _plans: PlanCache
-
-        @property
-        def concurrent(self) -> bool: ...
-        @property
-        def call_timeout(self) -> float | None: ...
-        def _current(self, plan: Plan, /) -> Plan: ...
-        def _for_run(
-            self, fn: Callable[..., Any], kwargs: KW, /
-        ) -> tuple[Callable[..., Any], Plan, KW | dict[str, Any]]: ...
+    from .deadlines import CallHost
 
 
 _NEW, _OPEN, _CLOSED = "new", "open", "closed"  # a Call's life, compared by identity
 
 
-class Call:
+class Call(Deadlines):
     """A CALL scope: one call's values and resources, closed on exit in reverse order.
 
     Open one with `Container.call` or `Session.call`:
@@ -86,8 +60,6 @@ class Call:
 
     __slots__ = (
         "_container",
-        "_deadline",
-        "_paused",
         "_session",
         "_state",
         "answerer",
@@ -134,12 +106,12 @@ class Call:
         self.flight: Plan | None = None
         self.sharing: Sharing | None = None
         self._state = _NEW
-        self._deadline: anyio.CancelScope | None = None  # call_timeout's, while resolving
-        self._paused: list[float] = []  # [deadline, paused at, waiting answers] while paused
+        self._deadline = None  # the deadlines' (see `Deadlines`)
+        self._paused = []
 
     async def __aenter__(self) -> Call:
         if self._state is not _NEW:
-            raise self._misuse("async with", None)
+            raise _misuse(self, "async with", None)
         self._state = _OPEN
         # Branches and deadlines open cancel scopes around resolvers; resources are then
         # held by tasks of their own so their setup and teardown share a task.
@@ -163,28 +135,6 @@ class Call:
             await exits.close(exc)
         elif exits:
             settle(exc, await close_resources(exits, exc))
-
-    def _misuse(self, method: str, target: Plan | Callable[..., Any] | None) -> ResolventError:
-        """The error for a call scope used outside its ``async with`` block."""
-        opener = "container.call()" if self._session is None else "session.call()"
-        if target is None:
-            return ResolventError(
-                f"this call scope was already entered once (`async with {opener} as call:`); "
-                "a call scope is used for one block only.\n"
-                f"  fix: open a new one for each block: `async with {opener} as call: ...`"
-            )
-        name = target.name if isinstance(target, Plan) else callable_name(target)
-        if self._state is _NEW:
-            what = "was never entered"
-        else:
-            what = "is already closed (its `async with` block has ended)"
-        short = name.rpartition(".")[2]
-        return ResolventError(
-            f"call.{method}({name}) on a call scope that {what}: resources it opened "
-            "would never be closed.\n"
-            f"  fix: use the call inside its block: "
-            f"`async with {opener} as call: await call.{method}({short}, ...)`"
-        )
 
     def _scopes(self) -> tuple[Any, ...]:
         """The scopes this call resolves in, as the tuple a plan's code takes (see
@@ -212,7 +162,7 @@ class Call:
             ResolventError: the call is used outside its ``async with`` block.
         """
         if self._state is not _OPEN:
-            raise self._misuse("resolve", plan)
+            raise _misuse(self, "resolve", plan)
         args = EMPTY if args is None else args
         container = self._container
         scopes = (container._app, self._session, self)  # `_scopes`, inline: every call's path
@@ -270,63 +220,6 @@ class Call:
         """
         await settle_writes(self.exits, exc)
 
-    async def _resolve_within(
-        self, plan: Plan, args: Mapping[str, Any], seconds: float
-    ) -> dict[str, Any]:
-        """`_resolve` under ``call_timeout``; on expiry a `CallTimeout` naming what ran."""
-        cancelled: BaseException | None = None
-        try:
-            with anyio.fail_after(seconds) as scope:
-                cast(Exits, self.exits).deadline = scope.deadline
-                self._deadline = scope
-                try:
-                    return await self._resolve(plan, args)
-                except anyio.get_cancelled_exc_class() as exc:
-                    if anyio.current_time() >= scope.deadline:
-                        cancelled = exc  # the deadline's own cancellation
-                    raise
-                finally:
-                    self._deadline = None
-        except TimeoutError:
-            if cancelled is None:
-                raise  # a TimeoutError of a resolver's own
-            raise timed_out(plan, seconds, cancelled) from None
-        finally:
-            cancelled = None  # its traceback holds every frame of the resolution
-
-    async def answered(self, step: Step, answer: Awaitable[Any]) -> Any:
-        """Await a person's *answer* to *step*'s question.
-
-        The wait does not count against ``call_timeout`` (its deadline moves on by the
-        time spent waiting), and ``answer_timeout`` bounds it.
-        """
-        tracing = _modules.get("resolvent._engine.tracing")  # loaded by a traced plan
-        if tracing is not None and tracing.traced(step):
-            answer = tracing.answer_span(step, answer)
-        scope = self._deadline
-        bound = self._container.answer_timeout
-        if scope is None and bound is None:
-            return await answer
-        paused = self._paused
-        if scope is not None:
-            if not paused:  # the first of the questions waiting at once
-                paused[:] = [scope.deadline, anyio.current_time(), 0]
-                scope.deadline = cast(Exits, self.exits).deadline = math.inf
-            paused[2] += 1
-        try:
-            if bound is None:
-                return await answer
-            with anyio.move_on_after(bound):
-                return await answer
-            raise AnswerTimeout(bound, step.name, step.param)
-        finally:
-            if scope is not None:
-                paused[2] -= 1
-                if not paused[2]:
-                    deadline = paused[0] + (anyio.current_time() - paused[1])
-                    scope.deadline = cast(Exits, self.exits).deadline = deadline
-                    paused.clear()
-
     def record(self, made: dict[Hashable, Any]) -> None:
         """The generated resolution in flight made *made* (its CALL values): it landed."""
         self.cache.update(made)
@@ -374,7 +267,7 @@ class Call:
             ResolventError: the call is used outside its ``async with`` block.
         """
         if self._state is not _OPEN:
-            raise self._misuse("run", fn)
+            raise _misuse(self, "run", fn)
         container = self._container
         scopes = self._scopes()
         if isinstance(fn, Plan):
@@ -423,6 +316,29 @@ class Call:
         if inspect.isawaitable(result):
             result = await result
         return result
+
+
+def _misuse(call: Call, method: str, target: Plan | Callable[..., Any] | None) -> ResolventError:
+    """The error for a call scope used outside its ``async with`` block."""
+    opener = "container.call()" if call._session is None else "session.call()"
+    if target is None:
+        return ResolventError(
+            f"this call scope was already entered once (`async with {opener} as call:`); "
+            "a call scope is used for one block only.\n"
+            f"  fix: open a new one for each block: `async with {opener} as call: ...`"
+        )
+    name = target.name if isinstance(target, Plan) else callable_name(target)
+    if call._state is _NEW:
+        what = "was never entered"
+    else:
+        what = "is already closed (its `async with` block has ended)"
+    short = name.rpartition(".")[2]
+    return ResolventError(
+        f"call.{method}({name}) on a call scope that {what}: resources it opened "
+        "would never be closed.\n"
+        f"  fix: use the call inside its block: "
+        f"`async with {opener} as call: await call.{method}({short}, ...)`"
+    )
 
 
 def _known(container: CallHost, fn: Any) -> Plan | None:

@@ -1,0 +1,123 @@
+"""A call's time (`Deadlines`, `Call`'s base): its resolution under ``call_timeout``, a
+person's answer under ``answer_timeout``, and the first deadline paused while a person
+answers, since the wait is theirs, not the resolvers'. One concern of `Call`, as `AppScope`
+is of `Container`; loaded with it. And `CallHost`, what a call reads of its container."""
+
+# A call reads its container's private state (`CallHost`): they are one unit.
+# pyright: reportPrivateUsage=false
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from sys import modules as _modules
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+
+import anyio
+
+from .._engine.executor import timed_out
+from .._graph.plan import Plan, Step
+from .._runtime.teardown import Exits
+from .._vocabulary.errors import AnswerTimeout
+
+__all__ = ("CallHost", "Deadlines")
+
+
+if TYPE_CHECKING:
+    from .._runtime.cache import LiveScope
+    from .plans import PlanCache
+
+    KW = TypeVar("KW", bound=Mapping[str, Any])
+
+    class CallHost(Protocol):
+        """What a call reads of its container (`Container` is the one implementation).
+
+        The container's own, not public: a call and its container are one unit.
+        """
+
+        _app: LiveScope | None  # the open APP scope, or None
+        answer_timeout: float | None
+        _concurrent: bool  # `concurrent` and `call_timeout`, read without a property
+        _call_timeout: float | None
+        _overridden: list[int]  # the open override blocks, in every context
+        _plans: PlanCache
+
+        @property
+        def concurrent(self) -> bool: ...
+        @property
+        def call_timeout(self) -> float | None: ...
+        def _current(self, plan: Plan, /) -> Plan: ...
+        def _for_run(
+            self, fn: Callable[..., Any], kwargs: KW, /
+        ) -> tuple[Callable[..., Any], Plan, KW | dict[str, Any]]: ...
+
+
+class Deadlines:
+    """The deadlines of one call: `Call`'s base, which sets both slots as it is made."""
+
+    __slots__ = ("_deadline", "_paused")
+
+    _deadline: anyio.CancelScope | None  # call_timeout's, while resolving
+    _paused: list[float]  # [deadline, paused at, waiting answers] while paused
+    if TYPE_CHECKING:  # `Call`'s, which the deadlines read
+        _container: CallHost
+        exits: list[tuple[Step, Any]]
+
+        async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    async def _resolve_within(
+        self, plan: Plan, args: Mapping[str, Any], seconds: float
+    ) -> dict[str, Any]:
+        """`_resolve` under ``call_timeout``; on expiry a `CallTimeout` naming what ran."""
+        cancelled: BaseException | None = None
+        try:
+            with anyio.fail_after(seconds) as scope:
+                cast(Exits, self.exits).deadline = scope.deadline
+                self._deadline = scope
+                try:
+                    return await self._resolve(plan, args)
+                except anyio.get_cancelled_exc_class() as exc:
+                    if anyio.current_time() >= scope.deadline:
+                        cancelled = exc  # the deadline's own cancellation
+                    raise
+                finally:
+                    self._deadline = None
+        except TimeoutError:
+            if cancelled is None:
+                raise  # a TimeoutError of a resolver's own
+            raise timed_out(plan, seconds, cancelled) from None
+        finally:
+            cancelled = None  # its traceback holds every frame of the resolution
+
+    async def answered(self, step: Step, answer: Awaitable[Any]) -> Any:
+        """Await a person's *answer* to *step*'s question.
+
+        The wait does not count against ``call_timeout`` (its deadline moves on by the
+        time spent waiting), and ``answer_timeout`` bounds it.
+        """
+        tracing = _modules.get("resolvent._engine.tracing")  # loaded by a traced plan
+        if tracing is not None and tracing.traced(step):
+            answer = tracing.answer_span(step, answer)
+        scope = self._deadline
+        bound = self._container.answer_timeout
+        if scope is None and bound is None:
+            return await answer
+        paused = self._paused
+        if scope is not None:
+            if not paused:  # the first of the questions waiting at once
+                paused[:] = [scope.deadline, anyio.current_time(), 0]
+                scope.deadline = cast(Exits, self.exits).deadline = math.inf
+            paused[2] += 1
+        try:
+            if bound is None:
+                return await answer
+            with anyio.move_on_after(bound):
+                return await answer
+            raise AnswerTimeout(bound, step.name, step.param)
+        finally:
+            if scope is not None:
+                paused[2] -= 1
+                if not paused[2]:
+                    deadline = paused[0] + (anyio.current_time() - paused[1])
+                    scope.deadline = cast(Exits, self.exits).deadline = deadline
+                    paused.clear()
