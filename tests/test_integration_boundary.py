@@ -1,8 +1,8 @@
 """The integrations reach the core only through the public package and `resolvent._integration`.
 
-An integration module (mcp/, starlette, testing, _state, _leases, _cli, _trace_file) may
-import `resolvent`, the internal interface `resolvent._integration`, other integration modules
-and outside libraries; never another private module of the core. And it reads no underscored attribute
+An integration module (mcp/, starlette and _starlette/, testing, _state, _leases, _cli,
+_trace_file) may import `resolvent`, the internal interface `resolvent._integration`, other
+integration modules and outside libraries; never another private module of the core. And it reads no underscored attribute
 of a core object (a container, a plan, a call...): what it needs is a named function of the
 interface, so the core can move its private state without breaking an integration.
 """
@@ -48,9 +48,11 @@ def is_integration(name: str) -> bool:
         name == f"{PACKAGE}.mcp"
         or name.startswith(f"{PACKAGE}.mcp.")
         or name.startswith(f"{PACKAGE}._state.")
+        or name.startswith(f"{PACKAGE}._starlette.")
         or name
         in {
             f"{PACKAGE}.starlette",
+            f"{PACKAGE}._starlette",
             f"{PACKAGE}.testing",
             f"{PACKAGE}._state",
             f"{PACKAGE}._state.leases",

@@ -83,7 +83,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("state", ("_state",)),
     ("the package", ("__init__",)),
     ("tools", ("_tools", "__main__")),
-    ("integrations", ("mcp", "starlette", "asgi", "testing", "redis")),
+    ("integrations", ("mcp", "starlette", "_starlette", "asgi", "testing", "redis")),
 )
 # layers: end
 
@@ -273,7 +273,6 @@ CLASS_LINES = 300
 OVER_TODAY: dict[str, int] = {
     "_engine/codegen.py": 592,  # scopes as data changes it
     "_runtime/teardown.py": 585,  # one owner of teardown, its tests being written
-    "starlette.py": 618,  # its tests being written
 }
 
 

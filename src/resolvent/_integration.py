@@ -1,6 +1,6 @@
-"""The internal interface the integrations (mcp/, starlette, asgi, testing, _state/, _tools/)
-use to reach containers, plans, calls and the core; it holds no logic of its own and never
-imports one."""
+"""The internal interface the integrations (mcp/, starlette and _starlette/, asgi, testing,
+_state/, _tools/) use to reach containers, plans, calls and the core; it holds no logic of
+its own and never imports one."""
 
 # Each name here is what an integration may rely on beyond the public `resolvent` package.
 # How a plan starts with no scope object (cold or hot, which generated variant, overrides

@@ -30,12 +30,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import inspect
-import logging
 import typing
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -45,44 +42,26 @@ from starlette.requests import HTTPConnection, Request
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-import resolvent
-
-from . import (
-    Call,
-    Container,
-    InvalidSignature,
-    Plan,
-    StateConflict,
-    StateTooLarge,
-    StoreUnavailable,
-)
+from . import Container, InvalidSignature, Plan, StoreUnavailable
 from . import Scope as Lifetime  # not starlette.types.Scope, the ASGI scope
-from ._integration import (
-    HANDLER,
-    Kept,
-    Launcher,
-    argument_converter,
-    argument_parameters,
-    instance_parameter,
-    is_inline,
-    shown_hints,
-    type_name,
-    with_article,
+from ._integration import Kept, argument_parameters, instance_parameter, is_inline, shown_hints
+from ._starlette.arguments import Argument, bind, request_arguments
+from ._starlette.requests import (
+    CALLS,
+    FUNCTION_STACK,
+    REQUEST_STACK,
+    call_opener,
+    held_call,
+    refusal,
+    request_calls,
+    settled,
+    unavailable,
 )
+from ._starlette.routes import CONNECTION, Alone, dressed
 
 __all__ = ("inject", "refused")
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_CONNECTION = "resolvent_connection"  # FastAPI passes the request (or WebSocket) by this name
-_CALLS = "resolvent.calls"  # the ASGI scope key of a request's open CALL scopes
-# FastAPI's exit stack of one request (FastAPI >= 0.118), which it leaves after the
-# response is sent, also when the route fails or the client leaves: where its own
-# dependencies with `yield` close.
-_REQUEST_STACK = "fastapi_inner_astack"
-# The stack FastAPI leaves as soon as the route function has returned or raised, before
-# the response is sent (FastAPI >= 0.121): where a request's call settles.
-_FUNCTION_STACK = "fastapi_function_astack"
 
 
 def refused(exc: BaseException) -> HTTPException | None:
@@ -97,43 +76,7 @@ def refused(exc: BaseException) -> HTTPException | None:
     ``refused(exc)`` yourself to answer the same way to such an error raised elsewhere
     in a route.
     """
-    if isinstance(exc, StateConflict):
-        return HTTPException(409, str(exc))
-    if isinstance(exc, StateTooLarge):
-        return HTTPException(413, str(exc))
-    if isinstance(exc, _UNAVAILABLE):  # its brief: no URL, no cause for a remote caller
-        return HTTPException(503, getattr(exc, "brief", None) or str(exc))
-    if isinstance(exc, OSError):
-        return HTTPException(503, str(exc) or type(exc).__name__)
-    return None
-
-
-def _unavailable(exc: StoreUnavailable) -> HTTPException:
-    """503 for a state store that failed while the call loaded its state, saying only
-    that and to retry; the server's log has one warning line naming the store and the
-    cause (the traceback at DEBUG)."""
-    logging.getLogger("resolvent").warning("resolvent: %s", str(exc).split("\n")[0])
-    logging.getLogger("resolvent").debug("resolvent: the store's error", exc_info=exc)
-    return HTTPException(503, exc.brief, headers={"Retry-After": "1"})
-
-
-# The public error of a store that cannot be reached, where this resolvent has one.
-_UNAVAILABLE: tuple[type[BaseException], ...] = tuple(
-    found for found in (getattr(resolvent, "StoreUnavailable", None),) if isinstance(found, type)
-)
-
-
-async def _settled(settle: Callable[[BaseException | None], Any]) -> None:
-    """Settle a call that succeeded: a write refused now answers the request instead."""
-    try:
-        await settle(None)
-    except StoreUnavailable as exc:  # logged once, as while loading
-        raise _unavailable(exc) from exc
-    except Exception as exc:
-        answer = refused(exc)
-        if answer is None:
-            raise
-        raise answer from exc
+    return refusal(exc)
 
 
 def inject(container: Container) -> Callable[[F], F]:
@@ -174,143 +117,6 @@ def inject(container: Container) -> Callable[[F], F]:
     return decorate
 
 
-def _values(connection: HTTPConnection) -> dict[Any, Any]:
-    # By the ASGI scope's type: an isinstance test of a Mapping subclass costs a frame.
-    return {WebSocket if connection.scope["type"] == "websocket" else Request: connection}
-
-
-def _request_calls(connection: HTTPConnection) -> dict[Container, Call]:
-    """The CALL scopes open in this request, by container: kept in its ASGI scope, one
-    dict per request, which Starlette's routers and mounts update in place."""
-    scope = connection.scope
-    calls: dict[Container, Call] | None = scope.get(_CALLS)
-    if calls is None:
-        calls = scope[_CALLS] = {}
-    return calls
-
-
-def _call_opener(container: Container) -> Callable[[HTTPConnection], AsyncGenerator[Call, None]]:
-    """``open_call(connection)``: the request's CALL scope on *container* for the length
-    of a block (a Starlette request and its response, a WebSocket connection), or the
-    one an earlier `inject` of the same request opened (see `_held_call`).
-    """
-
-    async def open_call(connection: HTTPConnection) -> AsyncGenerator[Call, None]:
-        calls = _request_calls(connection)
-        call = calls.get(container)
-        if call is not None:  # entered already in this request: its opener closes it
-            yield call
-            return
-        async with container.call(values=_values(connection)) as call:
-            calls[container] = call
-            try:
-                yield call
-            finally:
-                del calls[container]
-
-    return open_call
-
-
-async def _held_call(container: Container, connection: HTTPConnection) -> Call | None:
-    """The request's CALL scope on *container* under FastAPI, open until FastAPI has sent
-    the response; None if this request has no exit stack of FastAPI's.
-
-    The first `inject` entered in the request (a FastAPI dependency, the route) opens it
-    and puts its exit on FastAPI's request exit stack, where FastAPI's own dependencies
-    with ``yield`` close (after the response, also when the route fails or the client
-    leaves); every later one finds it in the request's ASGI scope (one dict per request,
-    which Starlette's routers and mounts update in place), so a dependency and the route
-    that uses it resolve in one CALL scope. No dependency of resolvent's own: solving one
-    with ``yield`` costs FastAPI more per request than the whole resolution.
-    """
-    calls = _request_calls(connection)
-    call = calls.get(container)
-    if call is not None:
-        return call
-    stack = connection.scope.get(_REQUEST_STACK)
-    if not isinstance(stack, AsyncExitStack):
-        return None
-    call = container.call(values=_values(connection))
-    await call.__aenter__()
-    calls[container] = call
-    stack.push_async_exit(_Leave(calls, container, call))
-    # FastAPI leaves the stack of the function's own dependencies once the route has
-    # returned (or raised) and before it sends the response: the call settles there,
-    # whichever of the request's functions opened what settles.
-    settling = connection.scope.get(_FUNCTION_STACK)
-    if isinstance(settling, AsyncExitStack):
-        settling.push_async_exit(_Settle(call))
-    return call
-
-
-class _Settle(contextlib.AbstractAsyncContextManager[None]):
-    """The settling of a request's CALL scope, on FastAPI's stack of the route function
-    (see `_held_call`): the route's outcome is known, its response not yet sent."""
-
-    __slots__ = ("call",)
-
-    def __init__(self, call: Call) -> None:
-        self.call = call
-
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is not None:
-            await self.call.settle(exc)
-        else:
-            await _settled(self.call.settle)
-
-
-class _Leave(contextlib.AbstractAsyncContextManager[None]):
-    """The exit of a request's CALL scope, on FastAPI's request exit stack (an object with
-    ``__aexit__``: the stack takes it with less work than a callback)."""
-
-    __slots__ = ("call", "calls", "container")
-
-    def __init__(self, calls: dict[Container, Call], container: Container, call: Call) -> None:
-        self.calls = calls
-        self.container = container
-        self.call = call
-
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        del self.calls[self.container]  # the request's scope dict no longer refers to it
-        await self.call.__aexit__(exc_type, exc, tb)
-
-
-class _Alone:
-    """Whether a FastAPI route is first and last in its request to enter resolvent (see
-    `_wrap`): then it starts its plan with no call scope object, as its launcher decides,
-    keeping its CALL resources open in a `Kept` on FastAPI's request exit stack."""
-
-    __slots__ = ("launcher", "routes", "wrapper")
-
-    def __init__(self, container: Container, plan: Plan) -> None:
-        self.launcher = Launcher(container, plan, keep=True)
-        self.wrapper: Callable[..., Any] | None = None
-        # FastAPI routes by id (a route is unhashable): whether it calls the wrapper as
-        # its endpoint, and nowhere among its dependencies.
-        self.routes: dict[int, tuple[Any, bool]] = {}
-
-    def last_in(self, route: Any) -> bool:
-        """Whether *route* (the request's FastAPI route) calls the wrapper as its endpoint
-        and nowhere among its dependencies: then when the wrapper runs, every dependency
-        of the request has been solved, and nothing after it enters resolvent."""
-        entry = self.routes.get(id(route))
-        if entry is not None and entry[0] is route:
-            return bool(entry[1])
-        last = _unbound(getattr(route, "endpoint", None)) is self.wrapper
-        dependant = getattr(route, "dependant", None)
-        if dependant is None:
-            last = False
-        pending = list(getattr(dependant, "dependencies", ()))
-        while last and pending:
-            dependency = pending.pop()
-            last = _unbound(getattr(dependency, "call", None)) is not self.wrapper
-            pending.extend(getattr(dependency, "dependencies", ()))
-        if len(self.routes) >= 256:
-            self.routes.clear()  # bounded: a forgotten route is looked at again
-        self.routes[id(route)] = (route, last)
-        return last
-
-
 def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     plan = container.compile(fn)
     if Lifetime.SESSION in plan.scopes:
@@ -322,13 +128,13 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
             "  fix: make the provider Scope.CALL (one per request) or Scope.APP (shared by all)"
         )
     hints = shown_hints(fn, plan.arguments)
-    open_call = _call_opener(container)
+    open_call = call_opener(container)
     request_call = contextlib.asynccontextmanager(open_call)
     instance = instance_parameter(fn, plan.arguments)
     params = argument_parameters(fn, [name for name in plan.arguments if name != instance], hints)
     if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
-        return _dressed(_dependency(container, fn, plan, instance), fn, params, instance, hints)
-    taken = [_Argument(p) for p in params]
+        return dressed(_dependency(container, fn, plan, instance), fn, params, instance, hints)
+    taken = [Argument(p) for p in params]
     short = getattr(fn, "__name__", plan.name)  # what a client's 400 names
 
     async def respond(
@@ -340,14 +146,14 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
     ) -> None:
         # Starlette: the whole request, response included, runs in one CALL scope:
         # `open_call`, written out (no generator context manager on every request).
-        calls = _request_calls(connection)
+        calls = request_calls(connection)
         call = calls.get(container)
         if call is not None:  # entered already in this request: its opener closes it
             try:
                 response = await call.run(plan, **bound)
             except StoreUnavailable as exc:  # while the call loads: the store is down
-                raise _unavailable(exc) from exc
-            await _settled(call.settle)  # before the response leaves
+                raise unavailable(exc) from exc
+            await settled(call.settle)  # before the response leaves
             await response(scope, receive, send)
             return
         async with container.call(values={Request: connection}) as call:
@@ -356,37 +162,37 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
                 try:
                     response = await call.run(plan, **bound)
                 except StoreUnavailable as exc:  # while the call loads: the store is down
-                    raise _unavailable(exc) from exc
-                await _settled(call.settle)  # before the response leaves
+                    raise unavailable(exc) from exc
+                await settled(call.settle)  # before the response leaves
                 await response(scope, receive, send)
             finally:
                 del calls[container]
 
-    alone = _Alone(container, plan)
+    alone = Alone(container, plan)
     launcher, routes = alone.launcher, alone.routes
     ready, blocks, overrides = launcher.ready, launcher.blocks, launcher.override_var
     scopes = launcher.scopes
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        connection: HTTPConnection | None = kwargs.pop(_CONNECTION, None)
+        connection: HTTPConnection | None = kwargs.pop(CONNECTION, None)
         try:
             if connection is not None:
                 # FastAPI: the request's CALL scope stays open until the response is sent. A
                 # sync (def) function runs in a worker thread unless marked `inline`, as in
                 # the core and the MCP adapter.
                 if args:  # a method, bound to its instance
-                    kwargs.update(_bind(plan.name, instance, args))
+                    kwargs.update(bind(plan.name, instance, args))
                 scope = connection.scope
-                calls = scope.get(_CALLS)
+                calls = scope.get(CALLS)
                 if not calls or container not in calls:
                     # The route's own function, first in its request to enter resolvent:
                     # FastAPI has solved every dependency by now, so nothing else in the
                     # request can share its CALL values, and it needs no call scope object.
                     # Its CALL resources close on FastAPI's request exit stack, after the
                     # response, as the call scope's would.
-                    stack = scope.get(_REQUEST_STACK)
+                    stack = scope.get(REQUEST_STACK)
                     route = scope.get("route")
-                    last = routes.get(id(route))  # (route, last), see `_Alone.last_in`
+                    last = routes.get(id(route))  # (route, last), see `Alone.last_in`
                     if (
                         stack is not None
                         and (
@@ -409,71 +215,36 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
                             kept = Kept.on(stack)  # closed after the response
                             result = await start(kwargs, values, scopes(kept), fn)
                             if launcher.settles:  # what settles the writes, before the response
-                                await _settled(kept.settle)
+                                await settled(kept.settle)
                             return result
-                held = await _held_call(container, connection)
+                held = await held_call(container, connection)
                 if held is not None:
                     result = await held.run(plan, **kwargs)
-                    if _FUNCTION_STACK not in scope and alone.last_in(scope.get("route")):
-                        await _settled(held.settle)  # a FastAPI with no stack to settle on
+                    if FUNCTION_STACK not in scope and alone.last_in(scope.get("route")):
+                        await settled(held.settle)  # a FastAPI with no stack to settle on
                     return result
                 async with request_call(connection) as call:  # not in a FastAPI route
                     return await call.run(plan, **kwargs)
         except StoreUnavailable as exc:  # while the call loads: the store is down
             if isinstance(connection, WebSocket):
                 raise
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         # Starlette calls an endpoint with the request (or WebSocket), a method with its
         # instance first.
         if not args:
             raise TypeError(f"{plan.name} needs the request (or WebSocket) it serves")
         *before, last = args
         connection = typing.cast(HTTPConnection, last)
-        bound = _bind(plan.name, instance, before) if before else {}
+        bound = bind(plan.name, instance, before) if before else {}
         if taken:  # its call arguments: from the path, else the query string
-            bound.update(_request_arguments(short, connection, taken))
+            bound.update(request_arguments(short, connection, taken))
         if isinstance(connection, WebSocket):
             async with request_call(connection) as call:
                 return await call.run(plan, **bound)
         return functools.partial(respond, connection, bound)
 
     alone.wrapper = wrapper
-    return _dressed(wrapper, fn, params, instance, hints)
-
-
-def _dressed(
-    wrapper: Callable[..., Any],
-    fn: Callable[..., Any],
-    params: list[inspect.Parameter],
-    instance: str | None,
-    hints: dict[str, Any],
-) -> Callable[..., Any]:
-    """*wrapper* with *fn*'s names and the signature the framework reads: *params* (the
-    call arguments), the request's for FastAPI, and the instance of a method."""
-    if _has_fastapi():  # FastAPI passes a parameter annotated so the request itself
-        params.insert(
-            0,
-            inspect.Parameter(
-                _CONNECTION, inspect.Parameter.KEYWORD_ONLY, annotation=HTTPConnection
-            ),
-        )
-    if instance is not None:  # Python binds it; FastAPI reads the bound signature without it
-        params.insert(0, inspect.Parameter(instance, inspect.Parameter.POSITIONAL_OR_KEYWORD))
-
-    returns = hints.get("return", inspect.Signature.empty)
-    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
-        value = getattr(fn, attribute, None)
-        if value is not None:
-            setattr(wrapper, attribute, value)
-    annotations = {p.name: p.annotation for p in params if p.annotation is not p.empty}
-    if returns is not inspect.Signature.empty:
-        annotations["return"] = returns
-    wrapper.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = annotations
-    # Not `__wrapped__`: FastAPI unwraps to tell async from sync, and a `def` handler
-    # behind this async wrapper would then be run in a thread pool as if it were sync.
-    setattr(wrapper, HANDLER, fn)  # what `resolvent graph` and `resolvent bench` compile
-    return wrapper
+    return dressed(wrapper, fn, params, instance, hints)
 
 
 def _dependency(
@@ -487,8 +258,8 @@ def _dependency(
     name, is_async, threaded = plan.name, inspect.isasyncgenfunction(fn), not is_inline(fn)
 
     async def dependency(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        connection: HTTPConnection | None = kwargs.pop(_CONNECTION, None)
-        call = None if connection is None else await _held_call(container, connection)
+        connection: HTTPConnection | None = kwargs.pop(CONNECTION, None)
+        call = None if connection is None else await held_call(container, connection)
         if call is None:
             raise TypeError(
                 f"{name} is a generator: resolvent.starlette.inject serves one only as a "
@@ -498,7 +269,7 @@ def _dependency(
                 "in a FastAPI route, or as a resolver, `Annotated[T, Resolve(...)]`"
             )
         if args:  # a method, bound to its instance
-            kwargs.update(_bind(name, instance, args))
+            kwargs.update(bind(name, instance, args))
         kwargs.update(await call.resolve(plan, kwargs))
         if is_async:
             async with contextlib.asynccontextmanager(fn)(**kwargs) as value:
@@ -531,88 +302,6 @@ async def _entered(
             await step(manager.__exit__, None, None, None)
 
 
-class _Argument:
-    """A Starlette endpoint's call argument: its parameter, and what turns a path or query
-    string into it, made on first use (a FastAPI route never needs it)."""
-
-    __slots__ = ("_convert", "param")
-
-    def __init__(self, param: inspect.Parameter) -> None:
-        self.param = param
-        self._convert: Callable[[Any], Any] | None = None
-
-    def convert(self, value: str) -> Any:
-        """*value* as the annotation says: a string as it is (``str``, `resolvent.Handle`,
-        no annotation, or a type pydantic cannot validate), else validated as pydantic
-        validates it, lax (``"3"`` becomes ``3`` for an ``int``)."""
-        convert = self._convert
-        if convert is None:
-            convert = self._convert = argument_converter(self.param.annotation)
-        return convert(value)
-
-
-def _request_arguments(
-    name: str,
-    connection: HTTPConnection,
-    taken: list[_Argument],
-) -> dict[str, Any]:
-    """A Starlette endpoint's call arguments, by name: each from the request's path
-    parameters, else its query string, else the parameter's default. A missing or
-    invalid one is the client's mistake: `HTTPException` 400 (for a WebSocket,
-    `WebSocketException` 1008 before it is accepted), naming the parameter."""
-    from pydantic import ValidationError
-
-    path, query = connection.path_params, connection.query_params
-    found: dict[str, Any] = {}
-    for argument in taken:
-        param = argument.param
-        if param.name in path:
-            value, where = path[param.name], "path"
-        elif param.name in query:
-            value, where = query[param.name], "query"
-        elif param.default is not param.empty:
-            continue
-        else:
-            _refuse(connection, f"{name} needs {param.name!r}, a path or query parameter")
-        try:
-            found[param.name] = argument.convert(value)
-        except ValidationError:
-            shown = with_article(type_name(param.annotation))
-            _refuse(connection, f"{where} parameter {param.name!r} of {name} is not {shown}")
-    return found
-
-
-def _refuse(connection: HTTPConnection, detail: str) -> typing.NoReturn:
-    if connection.scope["type"] == "websocket":
-        from starlette.exceptions import WebSocketException
-
-        raise WebSocketException(code=1008, reason=detail)
-    raise HTTPException(status_code=400, detail=detail)
-
-
-def _bind(name: str, instance: str | None, args: Sequence[Any]) -> dict[str, Any]:
-    """The instance a method was bound to, as the call argument *instance*."""
-    if instance is not None and len(args) == 1:
-        return {instance: args[0]}
-    raise TypeError(
-        f"{name} was called with {len(args)} positional argument(s) besides the request; "
-        "an endpoint under `resolvent.starlette.inject` takes the request (or WebSocket) "
-        "only, a method its instance and the request.\n"
-        "  fix: use it as a Starlette endpoint, an HTTPEndpoint method or a FastAPI route"
-    )
-
-
 # Whether a route's exit goes on FastAPI's stack with one append (see `Kept.on`).
 _appends = Kept.probe
 _APPENDS = Kept.appends
-
-
-def _unbound(fn: Any) -> Any:
-    """*fn*'s function if it is a bound method, else *fn*."""
-    return getattr(fn, "__func__", fn)
-
-
-def _has_fastapi() -> bool:
-    """Whether FastAPI may call the wrapper (it passes the request by name; Starlette
-    calls an endpoint with the request alone)."""
-    return importlib.util.find_spec("fastapi") is not None
