@@ -119,3 +119,23 @@ async def test_a_meta_key_that_is_not_a_string_is_refused_saying_so(mode: str) -
         assert "idempotency_key must be a string of 1 to 200 characters, not int" in text(result)
         shown = await c.call_tool("show", {"cart": cart})
         assert shown.structured_content == {"items": {}}
+
+
+@pytest.mark.parametrize("with_context", [False, True], ids=["plain", "takes-context"])
+async def test_an_idempotent_tool_called_in_process_has_no_meta_and_takes_the_argument(
+    with_context: bool,
+) -> None:
+    # `MCPServer.call_tool` with no request behind it (a test, another tool): no _meta to
+    # read, so a call without a key edits each time and the argument still works.
+    server = shop(with_context=with_context)
+    async with server.settings.lifespan(server):
+        opened = await server.call_tool("open_cart", {})
+        cart = opened.structured_content["result"]  # type: ignore[union-attr,index]
+        for _ in range(2):
+            result = await server.call_tool("add", {"cart": cart, "item": "fig"})
+            assert not result.is_error, text(result)  # type: ignore[arg-type]
+        keyed = {"cart": cart, "item": "pear", "idempotency_key": "req-1"}
+        first = await server.call_tool("add", keyed)
+        assert await server.call_tool("add", keyed) == first
+        shown = await server.call_tool("show", {"cart": cart})
+        assert shown.structured_content == {"items": {"fig": 2, "pear": 1}}  # type: ignore[union-attr]

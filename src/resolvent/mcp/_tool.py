@@ -179,9 +179,6 @@ class _Tool:
         self.launcher = bare if bare.direct(plan) else Launcher(container, plan, asker=True)
         self.bare = self.launcher is bare
         self.wrapper = self._make_wrapper(plan)
-        keyed = idempotency_argument(fn)
-        if keyed is not None:  # State.idempotent: the key may come in the request's _meta
-            self.wrapper = with_meta_key(self.wrapper, keyed, self.ctx_name, self.takes_ctx)
 
     def _flags(self, plan: Plan) -> None:
         self.plan = plan
@@ -195,7 +192,10 @@ class _Tool:
         # client never sees (`server.tool()(api.handler)`).
         instance = instance_parameter(fn, plan.arguments)
         params = argument_parameters(fn, [a for a in plan.arguments if a != instance], hints)
-        if self.takes_ctx:
+        # A `State.idempotent` tool's key may come in the request's _meta instead of its
+        # argument: it takes the Context for that even when its plan does not.
+        keyed = idempotency_argument(fn)
+        if self.takes_ctx or keyed is not None:
             ctx_annotation = hints.get(self.ctx_name, Context) if self.ctx_declared else Context
             params.append(
                 inspect.Parameter(
@@ -216,6 +216,8 @@ class _Tool:
         plain = _PLAIN_RESULTS
 
         async def bare(**kwargs: Any) -> Any:
+            if keyed is not None:
+                take_meta_key(kwargs, keyed, ctx_name, takes_ctx)
             start = ready.get(launcher)
             if start is None or (blocks and overrides.get() is not None):
                 return await run(kwargs)
@@ -235,6 +237,8 @@ class _Tool:
             return result
 
         async def wrapper(**kwargs: Any) -> Any:
+            if keyed is not None:
+                take_meta_key(kwargs, keyed, ctx_name, takes_ctx)
             start = ready.get(launcher)
             if start is None or (blocks and overrides.get() is not None):
                 return await run(kwargs)
@@ -434,50 +438,23 @@ def _context_name(plan: Plan) -> str:
 # library can make every retried call idempotent without touching the arguments.
 
 
-def with_meta_key(
-    wrapper: Callable[..., Awaitable[Any]], argument: str, ctx_name: str, ctx_passed: bool
-) -> Callable[..., Awaitable[Any]]:
-    """*wrapper* (an injected tool's), filling *argument* from the request's ``_meta``
-    when the client did not send it. It takes the SDK's `Context` as *ctx_name*, and
-    passes it on only when *ctx_passed* (the wrapper takes it too)."""
-
-    async def keyed(*args: Any, **kwargs: Any) -> Any:
-        ctx = kwargs.get(ctx_name) if ctx_passed else kwargs.pop(ctx_name, None)
-        if kwargs.get(argument) is None and ctx is not None:
-            found = meta_key(ctx)
-            if found is not None:
-                kwargs[argument] = found
-        return await wrapper(*args, **kwargs)
-
-    signature = inspect.signature(wrapper)
-    annotations = dict(wrapper.__annotations__)
-    if not ctx_passed:
-        kw = inspect.Parameter.KEYWORD_ONLY
-        params = [
-            *signature.parameters.values(),
-            inspect.Parameter(ctx_name, kw, annotation=Context),
-        ]
-        signature = signature.replace(parameters=params)
-        annotations[ctx_name] = Context
-    for attribute in ("__module__", "__name__", "__qualname__", "__doc__", "__wrapped__"):
-        value = getattr(wrapper, attribute, None)
-        if value is not None:
-            setattr(keyed, attribute, value)
-    keyed.__dict__.update(
-        {k: v for k, v in wrapper.__dict__.items() if k not in ("__signature__", "__wrapped__")}
-    )
-    keyed.__signature__ = signature  # type: ignore[attr-defined]
-    keyed.__annotations__ = annotations
-    return keyed
+def take_meta_key(kwargs: dict[str, Any], argument: str, ctx_name: str, ctx_kept: bool) -> None:
+    """Fill *argument* in an injected tool's *kwargs* from the request's ``_meta`` when
+    the client did not send it; the SDK's `Context` is in them as *ctx_name*, and stays
+    only when *ctx_kept* (the tool's plan takes it too)."""
+    ctx = kwargs.get(ctx_name) if ctx_kept else kwargs.pop(ctx_name, None)
+    if ctx is not None and kwargs.get(argument) is None:
+        found = meta_key(ctx)
+        if found is not None:
+            kwargs[argument] = found
 
 
 def meta_key(ctx: Context[Any, Any]) -> Any:
     """What the request's ``_meta`` carries under ``io.resolvent/idempotency-key``
     (checked by the handler like the argument), or None."""
-    try:
-        meta = ctx.request_context.meta
-    except ValueError:  # no request: MCPServer.call_tool() called directly
+    if ctx.protocol_version is None:  # no request: MCPServer.call_tool() called directly
         return None
+    meta = ctx.request_context.meta
     if not meta:
         return None
     return meta.get(IDEMPOTENCY_META)
