@@ -387,6 +387,12 @@ def table(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_USAGE = """usage: python -m benchmarks.appscale [ROUNDS [N,N,...]]
+       python -m benchmarks.appscale --count [N,N,...]
+ROUNDS: timed rounds (default 3); N: handler counts (default 10,100,300,1000);
+--count: instructions under callgrind instead of time (default 300,1000)."""
+
+
 def main() -> None:
     import json
     import sys
@@ -394,12 +400,19 @@ def main() -> None:
     if sys.argv[1:2] == ["--count-child"]:
         asyncio.run(_count_child(tuple(json.loads(sys.argv[2]))))
         return
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print(__doc__.split("\n\n")[0])
+        print(_USAGE)
+        return
     if sys.argv[1:2] == ["--count"]:
         sizes = tuple(int(s) for s in sys.argv[2].split(",")) if len(sys.argv) > 2 else (300, 1_000)
         print(count_table(count(sizes)))
         return
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    sizes = tuple(int(s) for s in sys.argv[2].split(",")) if len(sys.argv) > 2 else SIZES
+    try:
+        rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+        sizes = tuple(int(s) for s in sys.argv[2].split(",")) if len(sys.argv) > 2 else SIZES
+    except ValueError:
+        raise SystemExit(_USAGE) from None
     print(table(asyncio.run(run(rounds, sizes))))
 
 

@@ -445,7 +445,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--calls", type=int, help="counted calls of each (default: per scenario)")
     p.add_argument("--warm", type=int, default=WARM_CALLS, help="uncounted calls first")
     p.add_argument(
-        "--check", action="store_true", help=f"exit 1 if a figure rose > {TOLERANCE:.0%}"
+        "--check", action="store_true", help=f"exit 1 if a figure rose > {TOLERANCE * 100:.0f}%%"
     )
     p.add_argument("--update", metavar="WHY", help="write the baseline, with the reason")
     p.add_argument("--baseline", type=Path, default=BASELINE)
