@@ -25,7 +25,7 @@ async def open_basket(basket: Annotated[Held[Basket], Resolve(baskets.new)]) -> 
 @baskets.idempotent
 async def add(
     basket: Handle, item: str, edit: Annotated[Held[Basket], Resolve(baskets.edit)]
-) -> dict[str, int]:
+) -> Basket:
     """Add one item to a basket."""
     edit.value.items[item] = edit.value.items.get(item, 0) + 1
-    return dict(edit.value.items)
+    return edit.value

@@ -545,6 +545,136 @@ async def test_calls_editing_at_once_each_keep_their_lease() -> None:
     assert added == [{"fig": 1}] * 3
 
 
+class RefusesOne(MemoryStore):
+    """A memory store that refuses the *nth* write it is asked for (as when the call's
+    lease lapsed and another call took the value), or fails it with *error* (as when the
+    store went away) leaving the lease in place, and notes the handles it wrote."""
+
+    def __init__(self, nth: int, error: Exception | None = None) -> None:
+        super().__init__()
+        self.nth = nth
+        self.error = error
+        self.wrote: list[str] = []
+
+    async def save(
+        self,
+        key: StateKey,
+        idle: float,
+        token: str,
+        data: bytes | None,
+        delete: bool,
+        remember: tuple[str, bytes, float] | None = None,
+    ) -> bool:
+        if data is None and not delete:  # only ends a lease
+            return await super().save(key, idle, token, data, delete, remember)
+        if len(self.wrote) + 1 == self.nth:
+            self.nth = 0
+            if self.error is not None:
+                raise self.error
+            await super().save(key, idle, token, None, False)  # its lease ends all the same
+            return False
+        saved = await super().save(key, idle, token, data, delete, remember)
+        self.wrote.append(key.handle)
+        return saved
+
+
+def three_carts(carts: Carts) -> Callable[..., Any]:
+    """A handler that adds an item to the three carts its arguments name, one kind each."""
+    state = carts.state
+    kinds = [State("cart", Cart, store=state.store, principal=ada, argument=a) for a in "bc"]
+
+    async def add_to_three(
+        cart: Handle,
+        b: Handle,
+        c: Handle,
+        one: Annotated[Held[Cart], Resolve(state.edit)],
+        two: Annotated[Held[Cart], Resolve(kinds[0].edit)],
+        three: Annotated[Held[Cart], Resolve(kinds[1].edit)],
+    ) -> None:
+        for held in (one, two, three):
+            held.value.items["fig"] = 1
+
+    return add_to_three
+
+
+# "When a write of a call is refused [...], the call writes nothing after it, and the error
+# says what it wrote before: [...] which values were" (docs/state.md): each of them.
+async def test_a_refused_write_names_every_value_the_call_wrote_before() -> None:
+    store = RefusesOne(3)
+    carts = on(store)
+    add_to_three = three_carts(carts)
+    async with carts.container:
+        handles = [await carts.run(carts.open_cart) for _ in range(3)]
+        store.wrote.clear()
+        with pytest.raises(StateConflict) as caught:
+            await carts.run(add_to_three, cart=handles[0], b=handles[1], c=handles[2])
+    first, second = store.wrote
+    (refused,) = set(handles) - {first, second}
+    assert str(caught.value).startswith(
+        f"cart {refused!r} was not saved: this call's lease lapsed (unrenewed for 4 s) and "
+        "another call changed or removed it meanwhile; nothing of this change was written, "
+        f"but this call's changes to cart {first!r}, cart {second!r} were.\n"
+    ), str(caught.value)
+
+
+# "The lease is released on every path that can reach the store" (docs/state.md): also
+# the leases of the values a call does not write because another write was refused, or
+# failed (and that one's); the next call to edit them does not wait for them to lapse.
+@pytest.mark.parametrize("refusal", ["lease lost", "store failed"])
+async def test_the_values_a_refused_call_leaves_unwritten_are_free_at_once(
+    refusal: str,
+) -> None:
+    error = OSError("the store went away") if refusal == "store failed" else None
+    store = RefusesOne(1, error)
+    carts = on(store, lease=30, wait=0.05)
+    add_to_three = three_carts(carts)
+    async with carts.container:
+        handles = [await carts.run(carts.open_cart) for _ in range(3)]
+        store.wrote.clear()
+        said = "the store went away" if error else "nothing of this call was written"
+        with pytest.raises(OSError if error else StateConflict, match=said):
+            await carts.run(add_to_three, cart=handles[0], b=handles[1], c=handles[2])
+        assert store.wrote == []
+        for handle in handles:  # each free now, not in 30 s (this call waits 0.05 s)
+            assert await carts.run(carts.add, cart=handle, item="pear") == {"pear": 1}
+
+
+class LosesAnswers(MemoryStore):
+    """A memory store whose renewals take effect (for 30 s) but never answer: the
+    connection dropped on the way back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewed = anyio.Event()
+
+    async def renew(self, key: StateKey, token: str, lease: float) -> bool:
+        await super().renew(key, token, 30)
+        self.renewed.set()
+        raise ConnectionError("the answer was lost")
+
+
+# "An edit [...] that could not renew within its lease time (the store did not answer),
+# learns it before it commits: its save fails with StateConflict [...], and nothing of it
+# is written"; and "The lease is released on every path that can reach the store": the
+# next call does not wait for the lease the store did extend.
+async def test_an_edit_whose_renewals_went_unanswered_writes_nothing_and_lets_go() -> None:
+    store = LosesAnswers()
+    carts = on(store, lease=0.2, wait=0.05)
+
+    async def past_the_lease() -> None:
+        with anyio.fail_after(10):  # only a hang fails here
+            await store.renewed.wait()
+        await anyio.sleep(0.25)  # no renewal confirmed: the lease is past its time
+
+    async with carts.container:
+        handle = await carts.run(carts.open_cart)
+        carts.gate = past_the_lease
+        with pytest.raises(StateConflict, match="this call lost its lease"):
+            await carts.run(carts.add, cart=handle, item="fig")
+        carts.gate = None
+        assert await carts.run(carts.add, cart=handle, item="pear") == {"pear": 1}
+
+
 # -- retries that do not double: docs/state.md, "Retries that do not double" --------------
 
 
@@ -562,7 +692,11 @@ def test_idempotent_refuses_a_function_it_cannot_keep_from_doubling() -> None:
         cart: Handle, idempotency_key: str, edit: Annotated[Held[Cart], Resolve(carts.edit)]
     ) -> None: ...
 
-    for fn, name in ((show, "edits_nothing"), (keyed, "key_taken")):
+    async def ledgered(
+        cart: Handle, resolvent_call: str, edit: Annotated[Held[Cart], Resolve(carts.edit)]
+    ) -> None: ...
+
+    for fn, name in ((show, "edits_nothing"), (keyed, "key_taken"), (ledgered, "name_taken")):
         with pytest.raises(ValueError) as caught:
             carts.idempotent(fn)
         assert_snapshot(f"idempotent_{name}", str(caught.value))
@@ -623,9 +757,18 @@ async def test_a_retry_returns_the_first_result_as_the_handler_returned_it() -> 
 
 # @carts.idempotent on a handler of a module that postpones its annotations (`from
 # __future__ import annotations`): the handler keeps its name, its docstring and the
-# types resolvent reads from its module.
+# types resolvent reads from its module, which any reader of a signature finds too
+# (`typing.get_type_hints`, `inspect.signature`: what frameworks read).
 async def test_an_idempotent_handler_reads_as_the_function_it_wraps() -> None:
-    import state_postponed as module
+    import importlib
+    import inspect
+    import typing
+
+    import state_postponed
+
+    # Imported afresh, as a new process would: the decorator runs within this test, not
+    # once for every test of the process.
+    module = importlib.reload(state_postponed)
 
     for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
         assert (
@@ -637,11 +780,14 @@ async def test_an_idempotent_handler_reads_as_the_function_it_wraps() -> None:
                 "__doc__": "Add one item to a basket.",
             }[attribute]
         )
+    assert typing.get_type_hints(module.add)["return"] is module.Basket
+    assert inspect.signature(module.add).return_annotation is module.Basket
     async with Container() as container:
         handle = await container.run(module.open_basket)
         for _ in range(2):
             added = await container.run(module.add, basket=handle, item="fig", idempotency_key="k")
-            assert added == {"fig": 1}
+            # The retry's too: a Basket, read back as the annotation of the module names it.
+            assert type(added) is module.Basket and added.items == {"fig": 1}
 
 
 class Refusing(MemoryStore):
@@ -723,19 +869,33 @@ class Recording(MemoryStore):
 
 
 # A key's record is found by a name stores keep: a server of the next release finds what
-# this one kept (a retry across a deploy still returns the first result).
+# this one kept (a retry across a deploy still returns the first result). The name is the
+# handler's and the key's, also when another parameter of the call edits the handle first.
 async def test_a_keys_record_is_named_as_the_records_already_stored_expect() -> None:
     store = Recording()
     carts = on(store)
+    targets = State("cart", Cart, store=carts.state.store, principal=ada, argument="dst")
 
     async def add_once(cart: Handle, edit: Annotated[Held[Cart], Resolve(carts.state.edit)]):
         edit.value.items["fig"] = 1
 
     keyed = carts.state.idempotent(add_once)
+
+    async def add_once_too(  # the same handler, its handle edited through `dst` first
+        cart: Handle,
+        dst: Handle,
+        old: Annotated[Held[Cart], Resolve(targets.edit)],
+        edit: Annotated[Held[Cart], Resolve(carts.state.edit)],
+    ) -> None:
+        edit.value.items["fig"] = 1
+
+    add_once_too.__name__ = "add_once"
+    keyed_too = carts.state.idempotent(add_once_too)
     async with carts.container:
-        handle = await carts.run(carts.open_cart)
+        handle, other = await carts.run(carts.open_cart), await carts.run(carts.open_cart)
         await carts.run(keyed, cart=handle, idempotency_key="req-1")
-    assert store.kept == ["285a007a92296561fae89aa5d5385193"]
+        await carts.run(keyed_too, cart=other, dst=other, idempotency_key="req-1")
+    assert store.kept == ["285a007a92296561fae89aa5d5385193"] * 2
 
 
 # "Parameters of one call that reach the same handle share it": through two kinds of one

@@ -139,3 +139,41 @@ async def test_an_idempotent_tool_called_in_process_has_no_meta_and_takes_the_ar
         assert await server.call_tool("add", keyed) == first
         shown = await server.call_tool("show", {"cart": cart})
         assert shown.structured_content == {"items": {"fig": 2, "pear": 1}}  # type: ignore[union-attr]
+
+
+# `idempotent` adds one argument and changes nothing else a client sees: a tool that
+# leaves an argument or its result unannotated shows the schema and gives the answer of
+# the same tool without the decorator.
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_idempotent_tool_shows_and_answers_as_the_tool_it_wraps(mode: str) -> None:
+    container = Container()
+    carts = State("cart", Cart)
+    server = MCPServer("shop", lifespan=container.lifespan)
+
+    @server.tool()
+    @inject(container)
+    async def open_cart(cart: Annotated[Held[Cart], Resolve(carts.new)]) -> str:
+        return cart.handle
+
+    async def tag(cart: Handle, label, edit: Annotated[Held[Cart], Resolve(carts.edit)]):
+        edit.value.items[str(label)] = 1
+        return sorted(edit.value.items)
+
+    server.tool(name="tag_once")(inject(container)(carts.idempotent(tag)))
+    server.tool(name="tag")(inject(container)(tag))
+    async with client(server, mode) as c:
+        tools = {tool.name: tool for tool in (await c.list_tools()).tools}
+        once, plain = tools["tag_once"], tools["tag"]
+        del once.input_schema["properties"]["idempotency_key"]
+        assert once.input_schema == plain.input_schema
+        assert once.output_schema == plain.output_schema
+        cart = (await c.call_tool("open_cart", {})).structured_content["result"]  # type: ignore[index]
+        for name, label in (("tag", "pear"), ("tag_once", "fig")):
+            result = await c.call_tool(name, {"cart": cart, "label": label})
+            assert not result.is_error, text(result)
+        again = await c.call_tool("tag_once", {"cart": cart, "label": "fig"})
+        assert (again.structured_content, again.content) == (
+            result.structured_content,
+            result.content,
+        )
+        assert [item.text for item in again.content] == ["fig", "pear"]  # type: ignore[union-attr]
