@@ -675,6 +675,73 @@ async def test_an_edit_whose_renewals_went_unanswered_writes_nothing_and_lets_go
         assert await carts.run(carts.add, cart=handle, item="pear") == {"pear": 1}
 
 
+# "A value the call read before it edits it is the one it edits, unless another call
+# changed it in between; then the edit fails with StateConflict before anything is
+# written" (docs/state.md).
+async def test_a_value_changed_between_a_calls_read_and_its_edit_is_a_conflict() -> None:
+    carts = on(MemoryStore())
+    state = carts.state
+
+    async def meddled(cart: Handle, before: Annotated[Cart, Resolve(state.read)]) -> Cart:
+        await carts.run(carts.add, cart=cart, item="meddler")  # another call, in between
+        return before
+
+    async def restock(
+        cart: Handle,
+        before: Annotated[Cart, Resolve(meddled)],
+        edit: Annotated[Held[Cart], Resolve(state.edit)],
+    ) -> None:
+        edit.value.items["restocked"] = 1
+
+    async with carts.container:
+        handle = await carts.run(carts.open_cart)
+        with pytest.raises(StateConflict) as caught:
+            await carts.run(restock, cart=handle)
+        assert await carts.run(carts.show, cart=handle) == Cart(items={"meddler": 1})
+    assert str(caught.value) == (
+        f"cart {handle!r} was changed by another call between this call's read of it and "
+        "its edit; nothing of this call was written.\n  fix: try again"
+    )
+
+
+class CountsRenewals(MemoryStore):
+    """A memory store that notes the handle of each renewal it is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewed: list[str] = []
+
+    async def renew(self, key: StateKey, token: str, lease: float) -> bool:
+        self.renewed.append(key.handle)
+        return await super().renew(key, token, lease)
+
+
+# "the call that holds it renews it every quarter of that time for as long as its handler
+# runs" (docs/state.md): and no longer. A lease whose call has ended is not renewed while
+# another call's is.
+async def test_a_lease_is_renewed_while_its_call_runs_and_not_after() -> None:
+    store = CountsRenewals()
+    carts = on(store, lease=0.2)
+
+    def until_renewed(handle: str, times: int) -> Callable[[], Any]:
+        async def gate() -> None:
+            with anyio.fail_after(10):  # only a hang fails here
+                while store.renewed.count(handle) < times:
+                    await anyio.sleep(0.01)
+
+        return gate
+
+    async with carts.container:
+        first, second = await carts.run(carts.open_cart), await carts.run(carts.open_cart)
+        carts.gate = until_renewed(first, 1)
+        await carts.run(carts.add, cart=first, item="fig")
+        # The second call's lease falls due after the first one's would: renewed twice,
+        # while the first, ended, is renewed no more.
+        carts.gate = until_renewed(second, 2)
+        await carts.run(carts.add, cart=second, item="fig")
+    assert store.renewed.count(first) == 1
+
+
 # -- retries that do not double: docs/state.md, "Retries that do not double" --------------
 
 
@@ -927,12 +994,22 @@ async def test_one_handle_through_two_kinds_of_different_models_is_refused() -> 
     ) -> bool:
         return one is two  # one load, one value
 
+    async def read_then_edit(
+        cart: Handle,
+        other: Handle,
+        one: Annotated[Cart, Resolve(carts.read)],
+        two: Annotated[Held[CartV2], Resolve(others.edit)],
+    ) -> None: ...
+
     async with container:
         handle = await container.run(open_cart)
         assert await container.run(same, cart=handle, other=handle)
         with pytest.raises(StateError) as caught:
             await container.run(both, cart=handle, other=handle)
+        with pytest.raises(StateError) as edited:  # the same refusal for an edit
+            await container.run(read_then_edit, cart=handle, other=handle)
     assert_snapshot("one_handle_two_models", str(caught.value).replace(handle, "H"))
+    assert str(edited.value) == str(caught.value)
 
 
 # Held: "Change value in place or assign a new one; call delete to remove it" -- and its
