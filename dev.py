@@ -124,7 +124,11 @@ MUTATE: dict[str, tuple[str, ...]] = {
         "tests/test_store_schemes.py",  # the opener's table of schemes, and its errors
         "tests/test_state_sqlite_faults.py",  # a SQLite file that cannot be opened or written
     ),
-    "_stores/redis": _STATE_TESTS,
+    "_stores/redis": (
+        *_STATE_TESTS,
+        "tests/test_state_faults.py",  # an outage's error, its cause and its log lines
+        "tests/test_state_redis_store.py",  # the server a failure names; a stale clock
+    ),
     "mcp/_sessions": ("tests/test_mcp_sessions.py", "tests/test_promises_integrations.py"),
     "mcp/_principal": ("tests/test_promises_integrations.py",),
     "starlette": (

@@ -358,3 +358,33 @@ async def test_a_closed_connection_leaves_nothing_behind() -> None:
                 await one.call_tool("whoami", {})
         await two.call_tool("whoami", {})
         assert len(table_of(container).connections) == 1  # only the one still connected
+
+
+# Keyed sessions are closed by a watcher "with or without new traffic": it waits for the
+# next idle deadline, and takes no turn of the event loop before then.
+async def test_the_idle_watcher_waits_between_deadlines() -> None:
+    tracked = Tracked()
+    server = keyed_server(tracked, session_idle_timeout=3600)
+    async with client(server, "2026-07-28") as c:
+        assert text(await c.call_tool("visit", {"user": "alice"})) == "hello alice"
+        with anyio.fail_after(10):  # a watcher spinning until the deadline never blocks
+            await anyio.wait_all_tasks_blocked()
+        assert not tracked.closing("alice").is_set()
+
+
+# The table "closes what it still holds when the container's APP scope closes" -- its
+# watcher too: a server's lifespan leaves no task of it behind.
+async def test_a_lifespan_leaves_no_watcher_behind() -> None:
+    tracked = Tracked()
+    server = keyed_server(tracked, session_idle_timeout=3600)
+    before = {task.id for task in anyio.get_running_tasks()}
+    async with client(server, "2026-07-28") as c:
+        assert text(await c.call_tool("visit", {"user": "alice"})) == "hello alice"
+    assert tracked.closing("alice").is_set()
+    left: list[str] = []
+    for _ in range(100):  # bounded: the watcher finishes as the lifespan ends
+        left = [t.name for t in anyio.get_running_tasks() if t.id not in before]
+        if not left:
+            break
+        await anyio.sleep(0.01)
+    assert left == []

@@ -1190,10 +1190,13 @@ async def test_lease_requests_that_outlive_their_calls_take_nothing(
             carts = [await kit.run(kit.open_cart) for _ in range(12)]
             await kit.run(kit.add, cart=carts[0], item="fig")  # a server at work: warm
 
-            async def orphan(cart: str) -> None:
+            async def orphan(cart: str, lease: float, recalling: bool) -> None:
                 key = StateKey("cart", _owner_of("ada"), cart)
                 with anyio.move_on_after(GIVE_UP):
-                    await store.load(key, 3600, "gone", 30)
+                    if recalling:  # an idempotent edit's: the load and the kept result
+                        await store.load_recalling(key, 3600, "gone", lease, "request")  # type: ignore[attr-defined]
+                    else:
+                        await store.load(key, 3600, "gone", lease)
 
             async def edit(cart: str) -> None:
                 with anyio.move_on_after(GIVE_UP):
@@ -1205,8 +1208,9 @@ async def test_lease_requests_that_outlive_their_calls_take_nothing(
                     async with anyio.create_task_group() as group:
                         for cart in carts[:3]:
                             group.start_soon(edit, cart)
-                        for cart in carts[3:]:
-                            group.start_soon(orphan, cart)
+                        # Leases of 30 s and of 1 s; loads, and loads with a kept result.
+                        for n, cart in enumerate(carts[3:]):
+                            group.start_soon(orphan, cart, (30.0, 1.0)[n % 2], n >= 5)
                         await anyio.sleep(GIVE_UP + hold.late)  # past their deadlines
                         await hold.end()
             finally:
