@@ -272,7 +272,6 @@ CLASS_LINES = 300
 # add to it: split along a seam a reader would look for (see ARCHITECTURE.md).
 OVER_TODAY: dict[str, int] = {
     "_engine/codegen.py": 592,  # scopes as data changes it
-    "_runtime/teardown.py": 585,  # one owner of teardown, its tests being written
 }
 
 

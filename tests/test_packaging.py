@@ -68,6 +68,7 @@ _LAZY_OWN = (
     "resolvent._graph.subgraphs",
     "resolvent._reading.typecheck",
     "resolvent._engine.codegen",
+    "resolvent._runtime.kept",
     "resolvent._graph.render",
     "resolvent._stores",
     "resolvent._container.overrides",

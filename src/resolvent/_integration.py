@@ -30,7 +30,8 @@ from ._reading.annotations import (
 from ._reading.signature import RESOLVE_MARKERS, register_resolve_marker
 from ._runtime.cache import LiveScope
 from ._runtime.home import spawn_home
-from ._runtime.teardown import Kept, settle
+from ._runtime.kept import Kept
+from ._runtime.teardown import settle
 from ._stores import StateKey, StateStore, redact
 from ._stores.memory import MemoryStore
 from ._stores.opener import open_store

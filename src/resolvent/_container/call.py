@@ -17,9 +17,10 @@ from .._engine.interpreter import interpret
 from .._graph.plan import Plan, Step
 from .._reading.annotations import with_article
 from .._runtime.cache import LiveScope
+from .._runtime.kept import settle_writes
 from .._runtime.sharing import Sharing
 from .._runtime.shield import begin
-from .._runtime.teardown import Exits, close_resources, settle, settle_writes
+from .._runtime.teardown import Exits, close_resources, settle
 from .._runtime.threads import abandonable
 from .._vocabulary.errors import InputRequired, ResolventError
 from .._vocabulary.questions import Asker

@@ -1,17 +1,17 @@
 """Teardown: a call's exits, and closing resources in reverse order, shielded, each to
-completion, interpreted (`Exits.close`, `Kept`, `close_now`) and as the lines of generated
-code that do the same (`emit_open`, `emit_close`, with the names that code calls,
-`GENERATED_NAMES`): one module owns how a CALL resource is torn down. Never sets a
-resource up.
+completion, interpreted (`Exits.close`, `close_now`) and as the lines of generated code
+that do the same (`emit_open`, `emit_close`, with the names that code calls,
+`GENERATED_NAMES`): one module owns how a CALL resource is torn down. Which resources close
+before a call's answer leaves, and a web route's kept past it, are `kept.py`'s. Never sets
+a resource up.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import math
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.to_thread
@@ -33,7 +33,6 @@ __all__ = (
     "PLAIN_NAMES",
     "Exits",
     "Held",
-    "Kept",
     "close_guarded",
     "close_now",
     "close_resources",
@@ -44,7 +43,6 @@ __all__ = (
     "finalize_sync",
     "plain_close",
     "settle",
-    "settle_writes",
 )
 
 
@@ -113,65 +111,6 @@ class Exits(list[tuple["Step", Any]]):
         except anyio.get_cancelled_exc_class():
             if failing is None:
                 raise
-
-
-class Kept(list[tuple["Step", Any]]):
-    """The CALL resources a plan's generated ``kept`` function opened, closed when its
-    caller is done with them, as the exit of an exit stack (``__aexit__``).
-
-    Give it to the ``kept`` function right after handing its exit on (so a failing
-    resolution closes what opened too): the function's first step marks where a call
-    scope would have been entered (``guard``, see `resolvent._runtime.shield.begin`), and the
-    teardown is shielded from there, as a call scope's is (see `Exits`).
-    """
-
-    __slots__ = ("guard",)
-    guard: Any  # from `begin`: a mark (asyncio) or an entered cancel scope
-    appends: ClassVar[bool]  # `APPENDS`, for an integration to tell
-
-    async def __aenter__(self) -> Kept:
-        return self
-
-    @classmethod
-    def on(cls, stack: contextlib.AsyncExitStack[Any]) -> Kept:
-        """A new `Kept`, its exit on *stack* (a web framework's exit stack, which it
-        leaves after the response is sent), so the resources close there, in reverse
-        order after what the stack held before: with one append to the stack's own
-        list of exits where this Python keeps them so (`APPENDS`), else pushed."""
-        kept = cls()
-        if APPENDS and stack.__class__ is contextlib.AsyncExitStack:
-            stack._exit_callbacks.append((False, kept.__aexit__))  # type: ignore[attr-defined]  # pyright: ignore[reportUnknownMemberType, reportAttributeAccessIssue]
-        else:
-            stack.push_async_exit(kept)
-        return kept
-
-    @staticmethod
-    def probe() -> bool:
-        """Whether this Python's `AsyncExitStack` keeps its exits as ``(is_sync, callback)``
-        pairs in a deque, ``_exit_callbacks``, as every CPython since 3.7 does: then `on`
-        pushes an exit with one append, not through three frames of contextlib's on each
-        request. Checked once (`APPENDS`), on a stack of its own; a test fails if it is not."""
-
-        async def probe(*exc_details: Any) -> None:
-            return None
-
-        stack = contextlib.AsyncExitStack()
-        stack.push_async_exit(probe)
-        callbacks: Any = getattr(stack, "_exit_callbacks", None)
-        return isinstance(callbacks, collections.deque) and list(callbacks) == [(False, probe)]  # pyright: ignore[reportUnknownArgumentType]
-
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        guard = self.guard
-        if guard.__class__ is tuple:  # shielded once needed (see `resolvent._runtime.shield`)
-            left = close_now(self, exc, guard)
-            if left is not None:
-                settle(exc, await left)
-            return
-        settle(exc, await close_guarded(self, exc, guard))
-
-    async def settle(self, exc: BaseException | None) -> None:
-        """Settle the call's writes now (see `settle_writes`), before its answer leaves."""
-        await settle_writes(self, exc)
 
 
 class Held:
@@ -389,36 +328,6 @@ def finalize_sync(step: Step, obj: Any, exc: BaseException | None) -> None:
     raise RuntimeError(_YIELDED_TWICE.format(step.name))
 
 
-async def settle_writes(exits: list[tuple[Step, Any]], exc: BaseException | None) -> None:
-    """Close the resources among *exits* that settle a call's writes (marked `settles`),
-    in reverse order, now that the call's outcome is known: *exc* None (a success, they
-    commit) or the exception that ended the call (they roll back). The rest stay open,
-    to close with their scope.
-
-    A finalizer's error after a success is the call's error, raised here (one as itself,
-    several as a group); after a failure it becomes a note on *exc*.
-    """
-    picked: list[tuple[Step, Any]] | None = None
-    for pair in exits:
-        if is_settling(pair[0].fn):
-            if picked is None:
-                picked = []
-            picked.append(pair)
-    if picked is None:
-        return
-    exits[:] = [pair for pair in exits if not is_settling(pair[0].fn)]
-    errors: list[BaseException] = []
-    # Not logged: the caller receives each error (raised, or as a note on *exc*).
-    with anyio.CancelScope(shield=True):
-        while picked:
-            step, obj = picked.pop()
-            try:
-                await finalize(step, obj, exc)
-            except BaseException as error:
-                errors.append(error)
-    settle(exc, errors)
-
-
 def settle(exc: BaseException | None, errors: list[BaseException]) -> None:
     """Report finalizer *errors*: as notes on *exc* if the scope failed, else raised."""
     if exc is not None:
@@ -579,7 +488,3 @@ PLAIN_NAMES: dict[str, Any] = {
     "to_thread": anyio.to_thread.run_sync,
 }
 """What `plain_close`'s lines call, by the names they use."""
-
-
-APPENDS = Kept.appends = Kept.probe()
-"""Whether `Kept.on` appends to an exit stack's own list (see `Kept.probe`)."""
