@@ -68,6 +68,8 @@ _LAZY_OWN = (
     "resolvent._graph.subgraphs",
     "resolvent._reading.typecheck",
     "resolvent._engine.codegen",
+    "resolvent._engine.codegen_body",
+    "resolvent._engine.codegen_args",
     "resolvent._runtime.kept",
     "resolvent._graph.render",
     "resolvent._stores",

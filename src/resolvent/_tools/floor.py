@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from .._engine.codegen import _blocks  # pyright: ignore[reportPrivateUsage]
+from .._engine.codegen_body import blocks_of
 from .._graph.plan import Input, Plan, Step
 from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
@@ -79,7 +79,7 @@ def floor(plan: Plan, args: Mapping[str, Any], shared: Mapping[Hashable, Any]) -
     lines: list[str] = []
     body: list[str] = []
     finals: list[str] = []
-    for number, block in enumerate(_blocks(plan.steps)):
+    for number, block in enumerate(blocks_of(plan.steps)):
         first = block[0]
         if first.threaded and first.scope is Scope.CALL and not first.kind.is_resource:
             inside = {s.index for s in block}
@@ -121,7 +121,7 @@ def floor(plan: Plan, args: Mapping[str, Any], shared: Mapping[Hashable, Any]) -
 def hops(plan: Plan) -> int:
     """Worker-thread hops in one call of *plan*'s floor (and of the plan itself)."""
     count = int(plan.fn_threaded)
-    for block in _blocks(plan.steps):
+    for block in blocks_of(plan.steps):
         first = block[0]
         if first.scope is not Scope.CALL:
             continue
