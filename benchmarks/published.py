@@ -362,12 +362,19 @@ def _time_cell(res: dict[str, Any] | None, floor: dict[str, Any] | None) -> str:
     if res is None or res.get("status") != "ok":
         return "-" if res is None else str(res["status"])
     text = cell({**res, "ratio": None})
-    if floor is not None and floor.get("status") == "ok":
-        ratio = statistics.median(
-            a / b for a, b in zip(res["samples_us"], floor["samples_us"], strict=False)
-        )
-        text += f" ({ratio:.2f}x)"
-    return text
+    ratio = _per_round(res, floor)
+    return text if ratio is None else f"{text} ({ratio:.2f}x)"
+
+
+def _per_round(res: dict[str, Any] | None, floor: dict[str, Any] | None) -> float | None:
+    """The median of *res*'s per-round ratios to *floor* (timed in the same rounds)."""
+    if res is None or floor is None:
+        return None
+    if res.get("status") != "ok" or floor.get("status") != "ok":
+        return None
+    return statistics.median(
+        a / b for a, b in zip(res["samples_us"], floor["samples_us"], strict=False)
+    )
 
 
 def paths(data: dict[str, Any]) -> str:
@@ -436,16 +443,18 @@ def state(data: dict[str, Any]) -> str:
         f"Run {env['date']}, Python {env['python']}, {env['platform']} ({env['cpus']} CPUs,"
         f" load average {env.get('load', '?')} at the start), resolvent at {env['commit']},"
         f" {settings['rounds']} rounds of {settings['batch_ms']:g} ms batches. Median µs per"
-        " call; in parentheses the median of per-round ratios to the hand-written edit:",
+        " call; in parentheses the median of per-round ratios to the hand-written edit, and"
+        " in the last column that of the keyed edit to the hand-written keyed edit:",
         "",
-        "| store | " + " | ".join(STATE_NAMES) + " |",
-        "| --- | " + " | ".join("---:" for _ in STATE_NAMES) + " |",
+        "| store | " + " | ".join(STATE_NAMES) + " | keyed, to keyed by hand |",
+        "| --- | " + " | ".join("---:" for _ in STATE_NAMES) + " | ---: |",
     ]
     for sc in run["scenarios"]:
-        store = sc["key"].removeprefix("State ")
-        out.append(
-            f"| {store} | " + " | ".join(cell(sc["results"].get(n)) for n in STATE_NAMES) + " |"
-        )
+        store, results = sc["key"].removeprefix("State "), sc["results"]
+        keyed = _per_round(results.get(STATE_NAMES[3]), results.get(STATE_NAMES[2]))
+        cells = [cell(results.get(n)) for n in STATE_NAMES]
+        cells.append("-" if keyed is None else f"{keyed:.2f}x")
+        out.append(f"| {store} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
 
