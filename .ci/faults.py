@@ -217,6 +217,31 @@ FAULTS: list[tuple[str, str, str, str, list[str]]] = [
 ]
 
 
+def pytest(copy: Path, tests: list[str], *options: str) -> subprocess.CompletedProcess[str]:
+    """Run *tests* in *copy*, on the copy's own source."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options, *tests],
+        cwd=copy,
+        env=dict(os.environ, PYTHONPATH=str(copy / "src")),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def unfaulted(copy: Path, chosen: list[int]) -> bool:
+    """Whether every test named for the *chosen* faults passes on the code as it is: a test
+    that fails anyway would count its fault as caught."""
+    tests = sorted({test for n in chosen for test in FAULTS[n - 1][4]})
+    proc = pytest(copy, tests)
+    if proc.returncode == 0:
+        print(f"the {len(tests)} tests pass on the code as it is")
+        return True
+    print(f"the tests fail on the code as it is (pytest exit {proc.returncode}):")
+    print(proc.stdout[-3000:], proc.stderr[-2000:], sep="\n")
+    return False
+
+
 def run(copy: Path, number: int) -> bool:
     """Apply fault *number* in *copy*, run its tests, restore; True if a test failed."""
     what, file, old, new, tests = FAULTS[number - 1]
@@ -226,17 +251,9 @@ def run(copy: Path, number: int) -> bool:
         print(f"{number:2} NOT APPLIED ({source.count(old)} matches in {file}): {what}")
         return False
     path.write_text(source.replace(old, new))
-    env = dict(os.environ, PYTHONPATH=str(copy / "src"))
     try:
         began = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
-            cwd=copy,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        proc = pytest(copy, tests, "-x")
         took = time.monotonic() - began
     finally:
         path.write_text(source)
@@ -264,6 +281,8 @@ def main(argv: list[str]) -> int:
             shutil.copytree(ROOT / name, copy / name, ignore=ignore)
         for path in [*ROOT.glob("*.md"), ROOT / "pyproject.toml"]:
             shutil.copy(path, copy)
+        if not unfaulted(copy, chosen):
+            return 1
         missed = [n for n in chosen if not run(copy, n)]
     if missed:
         print(f"not caught or not applied: {', '.join(map(str, missed))}")
