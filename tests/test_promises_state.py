@@ -33,6 +33,7 @@ from resolvent import (
     StateKey,
     StateNotFound,
     StateStore,
+    StateTooLarge,
     open_store,
 )
 from snapshot import assert_snapshot
@@ -418,7 +419,13 @@ async def test_state_messages_read_as_written() -> None:
         with pytest.raises(ValueError) as caught:
             State(bad, Cart)
         messages.append(str(caught.value))
-    for options in ({"argument": "not valid"}, {"idle_ttl": 0}, {"max_lifetime": -1}):
+    for options in (
+        {"argument": "not valid"},
+        {"idle_ttl": 0},
+        {"max_lifetime": -1},
+        {"lease": 0},
+        {"idempotency_ttl": -1},
+    ):
         with pytest.raises(ValueError) as caught:
             State("cart", Cart, **options)
         messages.append(str(caught.value))
@@ -638,6 +645,41 @@ async def test_the_values_a_refused_call_leaves_unwritten_are_free_at_once(
         assert store.wrote == []
         for handle in handles:  # each free now, not in 30 s (this call waits 0.05 s)
             assert await carts.run(carts.add, cart=handle, item="pear") == {"pear": 1}
+
+
+# "When a write of a call is refused [...], the call writes nothing after it, and the error
+# says what it wrote before" (docs/state.md), also of a call that creates one value and
+# edits another: the new value refused, the edit is not written; the edit refused, the
+# error names the value the call created.
+async def test_a_call_that_creates_and_edits_writes_nothing_after_a_refusal() -> None:
+    store = RefusesOne(0)
+    carts = on(store, max_size=100)
+    state = carts.state
+    minted: list[str] = []
+
+    async def split(
+        cart: Handle,
+        big: bool,
+        edit: Annotated[Held[Cart], Resolve(state.edit)],
+        fresh: Annotated[Held[Cart], Resolve(state.new)],  # set up last, so written first
+    ) -> None:
+        edit.value.items["split"] = 1
+        fresh.value.items["x" * (200 if big else 1)] = 1
+        minted.append(fresh.handle)
+
+    async with carts.container:
+        handle = await carts.run(carts.open_cart)
+        with pytest.raises(StateTooLarge):
+            await carts.run(split, cart=handle, big=True)
+        assert await carts.run(carts.show, cart=handle) == Cart()
+        store.nth = 1  # the edit's write is refused
+        with pytest.raises(StateConflict) as caught:
+            await carts.run(split, cart=handle, big=False)
+    assert str(caught.value).startswith(
+        f"cart {handle!r} was not saved: this call's lease lapsed (unrenewed for 4 s) and "
+        "another call changed or removed it meanwhile; nothing of this change was written, "
+        f"but this call's changes to cart {minted[-1]!r} were.\n"
+    ), str(caught.value)
 
 
 class LosesAnswers(MemoryStore):
@@ -1017,9 +1059,10 @@ async def test_one_handle_through_two_kinds_of_different_models_is_refused() -> 
 # repr, in a debugger or a log, says which handle, what value and whether it goes.
 def test_a_held_values_repr_says_its_handle_value_and_deletion() -> None:
     held = Held("h" * 32, Cart(items={"fig": 1}))
+    assert held.deleted is False
     assert repr(held) == f"Held({'h' * 32!r}, Cart(items={{'fig': 1}}))"
     held.delete()
-    assert held.deleted
+    assert held.deleted is True
     assert repr(held) == f"Held({'h' * 32!r}, Cart(items={{'fig': 1}}), deleted)"
 
 
@@ -1042,7 +1085,10 @@ def test_a_kinds_resolvers_are_named_and_typed_in_the_plan() -> None:
     async def show(cart: Handle, value: Annotated[Cart, Resolve(carts.read)]) -> None:
         pass
 
-    assert "resolvent.State['cart'].edit" in container.compile(add).describe()
+    described = container.compile(add).describe()
+    assert "resolvent.State['cart'].edit" in described
+    # An edit's lease is renewed by an APP resource named where it lives, as traces name it.
+    assert "resolvent._state.leases.lease_keeper  APP" in described
     assert "resolvent.State['cart'].new" in container.compile(open_cart).describe()
     assert "resolvent.State['cart'].read" in container.compile(show).describe()
     with pytest.raises(

@@ -113,18 +113,15 @@ async def cart_store() -> AsyncIterator[StateStore]:
     await store.aclose()
 
 
-carts_in_own_store = State("cart", CartV2, store=cart_store)
-
-
-async def show(cart: Handle, value: Annotated[CartV2, Resolve(carts_in_own_store.read)]) -> CartV2:
-    return value
-
-
-async def open_cart(cart: Annotated[Held[CartV2], Resolve(carts_in_own_store.new)]) -> str:
-    return cart.handle
-
-
 def test_a_store_that_is_not_app_scoped_is_refused_at_compile_time() -> None:
+    carts = State("cart", CartV2, store=cart_store)
+
+    async def show(cart: Handle, value: Annotated[CartV2, Resolve(carts.read)]) -> CartV2:
+        return value
+
+    async def open_cart(cart: Annotated[Held[CartV2], Resolve(carts.new)]) -> str:
+        return cart.handle
+
     with pytest.raises(InvalidSignature) as unregistered:
         Container().compile(show)
     assert_snapshot("state_store_not_app", str(unregistered.value))
