@@ -118,6 +118,8 @@ MUTATE: dict[str, tuple[str, ...]] = {
         "tests/test_state_settle_mcp.py",
         "tests/test_state_idempotency_mcp.py",  # the idempotency key as an MCP client sends it
         "tests/test_state_faults.py",  # a store down while a lease is renewed or released
+        # a load's wait for another call's lease, a span of its own when traced
+        "tests/test_tracing.py::test_a_state_edit_that_waits_for_another_calls_lease",
     ),
     "_stores": (  # memory, sqlite, opener: the package less what is listed apart
         *_STATE_TESTS,
