@@ -205,6 +205,8 @@ class Body:
                         body.append((f"{pad}try: {v} = await {r}.__anext__()", step.index))
                         body.append((f"{pad}except StopAsyncIteration:", step.index))
                         body.append((f"{pad}    {v} = await open_({s}, {r})", step.index))
+                    elif step.kind is Kind.ASYNC_CONTEXT_MANAGER:  # what `open_` would do
+                        body.append((f"{pad}{v} = await {r}.__aenter__()", step.index))
                     else:
                         body.append((f"{pad}{v} = await open_({s}, {r})", step.index))
                     if kept:  # open: the caller's exits close it, later

@@ -380,6 +380,13 @@ class _Resource:
     # A context manager, async or not.
 
     async def __aenter__(self) -> Any:
+        if self.traced.state is not None:  # a `State`'s edit, whose load may wait for a lease
+            loading = _LOADING.set(self.traced)
+            try:
+                with self._setup():
+                    return await self.inner.__aenter__()
+            finally:
+                _LOADING.reset(loading)
         with self._setup():
             return await self.inner.__aenter__()
 

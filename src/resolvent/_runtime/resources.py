@@ -149,6 +149,12 @@ class Holder(Held):
         await self.close(exc)
         raise StopAsyncIteration
 
+    # A held async context manager closes like one (generated code finalizes it with
+    # ``__aexit__``), the teardown in the holder task.
+
+    async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        await self.close(exc)
+
 
 # Whether an async CALL resource is known to leave no cancel scope open across its
 # `yield`, by its function's code (shared by closures and bound methods): a one-item list,

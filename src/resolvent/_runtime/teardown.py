@@ -386,8 +386,11 @@ def emit_close(
     emit("        if left is not None: settle(exc, await left)")
     emit("        raise")
     everything = f"[{', '.join(pairs)}]"
-    if all(t.kind is Kind.ASYNC_GENERATOR for t in resources):
-        # The success path in line: `close_now`'s loop, unrolled. Each finalizer's
+    if all(
+        t.kind is Kind.ASYNC_GENERATOR or t.kind is Kind.ASYNC_CONTEXT_MANAGER for t in resources
+    ):
+        # The success path in line: `close_now`'s loop, unrolled (an async context
+        # manager's finalizer is its ``__aexit__``, done at StopIteration). Each finalizer's
         # first step runs here; the call returns as soon as the last one is done,
         # and anything else (a finalizer that suspends or fails, a cancellation from
         # outside) goes on in `close_rest`.
@@ -416,9 +419,14 @@ def emit_close(
                 emit("            else:")
                 pad = "    " * 4
             last = n == len(resources) - 1
-            emit(f"{pad}finalizer = {r}.__anext__()")
+            if t.kind is Kind.ASYNC_GENERATOR:
+                emit(f"{pad}finalizer = {r}.__anext__()")
+                done = "StopAsyncIteration"
+            else:
+                emit(f"{pad}finalizer = {r}.__aexit__(None, None, None)")
+                done = "StopIteration"
             emit(f"{pad}try: pending = finalizer.send(None)")
-            emit(f"{pad}except StopAsyncIteration: {'return ret' if last else 'pass'}")
+            emit(f"{pad}except {done}: {'return ret' if last else 'pass'}")
             emit(f"{pad}except BaseException as error:")
             started = f"({st}, {r}, None, error)"
             emit(f"{pad}    left = close_rest({rest}, None, {mark}, {started})")

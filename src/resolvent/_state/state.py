@@ -9,7 +9,8 @@ import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from contextlib import AbstractAsyncContextManager
+from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -28,10 +29,10 @@ from .._integration import (
     settles,
 )
 from . import LEDGER as _LEDGER
-from . import Held, Ledger, call_ledger, current_principal, owner_digest
+from . import Held, Ledger, Loaded, call_ledger, current_principal, owner_digest
 from .access import Access
 from .idempotency import IDEMPOTENCY_KEY, KEY_ARGUMENT, make_idempotent, receipt_name
-from .leases import Leases, keep_leases
+from .leases import Lease, Leases, keep_leases
 
 __all__ = ("Handle", "State", "memory_store")
 
@@ -326,44 +327,75 @@ class State(Access[M]):
         setattr(lease_keeper, IMPLICIT_SCOPE, Scope.APP)
         return lease_keeper
 
-    def _make_edit(self, tool: str | None = None) -> Callable[..., AsyncIterator[Held[M]]]:
+    def _make_edit(self, tool: str | None = None) -> Callable[..., Editing[M]]:
         """The `edit` resolver; for the `idempotent` handler named *tool*, an edit that
         also takes the call's idempotency key and finds the result kept for it as it
         loads the handle, in the same round trip."""
-        state, argument = self, self.argument
+        state = self
 
-        async def edit(**kw: Any) -> AsyncIterator[Held[M]]:
-            key = state._key(kw[argument], kw[_PRINCIPAL])
-            store: StateStore = kw[_STORE]
-            ledger: Ledger = kw[_LEDGER]
-            leases: Leases = kw[_LEASES]
-            token = ledger.token
-            name = None
-            if tool is not None and kw[IDEMPOTENCY_KEY] is not None:
-                name = receipt_name(tool, kw[IDEMPOTENCY_KEY])
-            held, entry = await state._take(ledger, store, key, leases, name)
-            if entry is None:  # another parameter of this call edits it, and writes it
-                yield held
-                return
-            # Counted from the answer, not the request: the load may have waited long for
-            # another call's lease (the compare-and-set of the save covers the latency).
-            lease = leases.hold(key, token, state.lease, time.monotonic())
-            try:
-                try:
-                    yield held
-                except BaseException:
-                    await state._release(store, key, token)
-                    raise
-                await state._commit(store, key, ledger, held, entry, lease)
-            finally:
-                leases.drop(lease)
+        def edit(**kw: Any) -> Editing[M]:
+            editing: Editing[M] = Editing()
+            editing.state, editing.tool, editing.kw = state, tool, kw
+            return editing
 
         self._signature(
             edit,
             "edit",
-            AsyncIterator[Held[self.model]],  # type: ignore[name-defined]
+            AbstractAsyncContextManager[Held[self.model]],  # type: ignore[name-defined]
             handle=True,
             leases=self._keeper,
             keyed=tool is not None,
         )
         return settles(edit)
+
+
+class Editing(Generic[M]):
+    """One call's edit of one handle, the `edit` resolver's resource: entering it loads
+    the value under the call's lease; leaving it writes the change if the call succeeded
+    (settling, before the answer leaves), else releases the lease without writing.
+
+    A class rather than an async generator: no per-call bookkeeping of the event loop's
+    async-generator hooks, on the path every edit takes."""
+
+    __slots__ = ("entry", "held", "key", "kw", "lease", "state", "tool")
+
+    state: State[M]
+    tool: str | None
+    kw: dict[str, Any]
+    key: StateKey
+    held: Held[M]
+    entry: Loaded | None
+    lease: Lease
+
+    async def __aenter__(self) -> Held[M]:
+        state, kw = self.state, self.kw
+        key = self.key = state._key(kw[state.argument], kw[_PRINCIPAL])  # pyright: ignore[reportPrivateUsage]
+        ledger: Ledger = kw[_LEDGER]
+        leases: Leases = kw[_LEASES]
+        name = None
+        if self.tool is not None and kw[IDEMPOTENCY_KEY] is not None:
+            name = receipt_name(self.tool, kw[IDEMPOTENCY_KEY])
+        self.entry = None  # until loaded: nothing to settle
+        held, entry = await state._take(ledger, kw[_STORE], key, leases, name)  # pyright: ignore[reportPrivateUsage]
+        if entry is not None:  # else another parameter of this call edits it, and writes it
+            # Counted from the answer, not the request: the load may have waited long for
+            # another call's lease (the compare-and-set of the save covers the latency).
+            self.lease = leases.hold(key, ledger.token, state.lease, time.monotonic())
+            self.entry = entry
+        self.held = held
+        return held
+
+    async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        entry = self.entry
+        if entry is None:
+            return
+        state, kw, lease = self.state, self.kw, self.lease
+        store: StateStore = kw[_STORE]
+        ledger: Ledger = kw[_LEDGER]
+        try:
+            if exc is not None:  # the call failed or was cancelled: write nothing
+                await state._release(store, self.key, ledger.token)  # pyright: ignore[reportPrivateUsage]
+            else:
+                await state._commit(store, self.key, ledger, self.held, entry, lease)  # pyright: ignore[reportPrivateUsage]
+        finally:
+            kw[_LEASES].drop(lease)
