@@ -108,6 +108,35 @@ _STATE_TESTS = (
     "tests/test_promises_state.py",
     "tests/test_state_race.py",  # processes opening one file at once: SQLite's busy paths
 )
+_STARLETTE_TESTS = (
+    "tests/test_starlette.py",
+    "tests/test_web_call_scope.py",
+    "tests/test_web_methods.py",
+    "tests/test_web_lifespan.py",
+    "tests/test_promises_integrations.py",
+    "tests/test_state_web.py",  # a Starlette route's arguments from its path and query
+    "tests/test_state_settle_web.py",  # a write refused as the call settles: 409, 413, 503
+    "tests/test_lifecycle_handlers.py",  # sync endpoints in a thread unless inline
+    # A store down while a route loads: 503, its log line and its traceback at DEBUG.
+    "tests/test_state_faults.py::test_a_web_route_answers_503_while_the_store_is_down_and"
+    "_200_once_it_is_back",
+)
+_TEARDOWN_TESTS = (
+    "tests/test_lifecycle_teardown_order.py",
+    "tests/test_lifecycle_teardown_shield.py",
+    "tests/test_lifecycle_resources.py",
+    "tests/test_lifecycle_faults.py",
+    "tests/test_core_promises.py",
+    "tests/test_promises_core.py",
+    "tests/test_override_async_resources.py",  # an override's resources, closed in reverse
+    "tests/test_state_settle.py",  # writes settled before the call returns
+    "tests/test_web_call_scope.py",  # a FastAPI route's resources kept without a call scope
+    "tests/test_state_settle_web.py",  # such a route's writes settled before the response
+    # Failing FastAPI routes whose resources are kept without a call scope.
+    "tests/test_starlette.py::test_many_concurrent_requests_with_faults_leave_nothing_open",
+    # `resolvent bench`'s floor: each kind of resource closed by hand (`plain_close`).
+    "tests/test_bench.py::test_every_step_kind_runs_probed_as_it_runs_plain",
+)
 MUTATE: dict[str, tuple[str, ...]] = {
     "_state": (
         *_STATE_TESTS,
@@ -133,35 +162,10 @@ MUTATE: dict[str, tuple[str, ...]] = {
     ),
     "mcp/_sessions": ("tests/test_mcp_sessions.py", "tests/test_promises_integrations.py"),
     "mcp/_principal": ("tests/test_promises_integrations.py",),
-    "starlette": (
-        "tests/test_starlette.py",
-        "tests/test_web_call_scope.py",
-        "tests/test_web_methods.py",
-        "tests/test_web_lifespan.py",
-        "tests/test_promises_integrations.py",
-        "tests/test_state_web.py",  # a Starlette route's arguments from its path and query
-        "tests/test_state_settle_web.py",  # a write refused as the call settles: 409, 413, 503
-        "tests/test_lifecycle_handlers.py",  # sync endpoints in a thread unless inline
-        # A store down while a route loads: 503, its log line and its traceback at DEBUG.
-        "tests/test_state_faults.py::test_a_web_route_answers_503_while_the_store_is_down_and"
-        "_200_once_it_is_back",
-    ),
-    "_runtime/teardown": (
-        "tests/test_lifecycle_teardown_order.py",
-        "tests/test_lifecycle_teardown_shield.py",
-        "tests/test_lifecycle_resources.py",
-        "tests/test_lifecycle_faults.py",
-        "tests/test_core_promises.py",
-        "tests/test_promises_core.py",
-        "tests/test_override_async_resources.py",  # an override's resources, closed in reverse
-        "tests/test_state_settle.py",  # writes settled before the call returns
-        "tests/test_web_call_scope.py",  # a FastAPI route's resources kept without a call scope
-        "tests/test_state_settle_web.py",  # such a route's writes settled before the response
-        # Failing FastAPI routes whose resources are kept without a call scope.
-        "tests/test_starlette.py::test_many_concurrent_requests_with_faults_leave_nothing_open",
-        # `resolvent bench`'s floor: each kind of resource closed by hand (`plain_close`).
-        "tests/test_bench.py::test_every_step_kind_runs_probed_as_it_runs_plain",
-    ),
+    "starlette": _STARLETTE_TESTS,
+    "_starlette": _STARLETTE_TESTS,  # its requests, routes and arguments, moved apart
+    "_runtime/teardown": _TEARDOWN_TESTS,
+    "_runtime/kept": _TEARDOWN_TESTS,  # which resources close when: `Kept`, `settle_writes`
     "_graph/checks": (
         "tests/test_core_compile_errors.py",
         "tests/test_core_compile_messages.py",  # each error's whole text, below the handler

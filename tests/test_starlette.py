@@ -9,12 +9,16 @@ that mounts an MCP server. Each served app is one process shared by the module's
 """
 
 import functools
+import inspect
 import re
 import subprocess
 import sys
 import threading
+import typing
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -36,6 +40,7 @@ from websockets.sync.client import connect as websocket_connect
 from mcp_helpers import text
 from modes import pairwise
 from resolvent import Container, InvalidSignature, Resolve, Scope
+from resolvent.__main__ import main
 from resolvent.starlette import inject
 from snapshot import assert_snapshot
 from starlette_apps import (
@@ -819,3 +824,70 @@ def test_refused_answers_each_write_the_call_could_not_make() -> None:
     assert answer(ConnectionResetError("reset by peer")) == (503, "reset by peer")
     assert answer(TimeoutError()) == (503, "TimeoutError")  # no text: its kind
     assert answer(ValueError("not a write")) is None
+
+
+def test_a_wrapped_routes_type_hints_are_those_its_signature_shows() -> None:
+    # A tool that reads `typing.get_type_hints` (not the signature) sees the same call
+    # arguments and return type the framework does, without the injected parameters.
+    container = Container()
+
+    @container.provider(scope=Scope.APP)
+    async def greeting() -> str:
+        return "hello"
+
+    @inject(container)
+    async def hello(
+        name: str, times: int, word: Annotated[str, Resolve(greeting)]
+    ) -> PlainTextResponse:
+        return PlainTextResponse(f"{word}, {name}" * times)
+
+    shown = inspect.signature(hello)
+    hints = typing.get_type_hints(hello)
+    assert {"name", "times"} <= set(hints) and "word" not in hints
+    assert hints == {
+        **{p.name: p.annotation for p in shown.parameters.values()},
+        "return": PlainTextResponse,
+    }
+
+
+def test_resolvent_graph_draws_a_wrapped_routes_own_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A module imported afresh (a new name each run), as `resolvent graph app:route` does.
+    module = f"graph_route_{uuid.uuid4().hex}"
+    (tmp_path / f"{module}.py").write_text(
+        "from typing import Annotated\n"
+        "from starlette.responses import PlainTextResponse\n"
+        "from resolvent import Container, Resolve, Scope\n"
+        "from resolvent.starlette import inject\n"
+        "container = Container()\n"
+        "@container.provider(scope=Scope.APP)\n"
+        "async def greeting() -> str:\n"
+        "    return 'hello'\n"
+        "@inject(container)\n"
+        "async def home(name: str, word: Annotated[str, Resolve(greeting)]) -> PlainTextResponse:\n"
+        "    return PlainTextResponse(word + name)\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        code = main(["graph", f"{module}:home"])
+    finally:
+        sys.modules.pop(module, None)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.startswith(f"plan for {module}.home(name): 1 step(s)"), out
+    assert f"word <- step 1 ({module}.greeting)" in out
+    assert "resolvent_connection" not in out
+
+
+def test_a_wrapped_endpoint_called_without_its_request_says_which_and_what_it_needs() -> None:
+    container = Container()
+
+    @inject(container)
+    async def home(request: Request) -> PlainTextResponse:
+        return PlainTextResponse("home")
+
+    with pytest.raises(TypeError, match=r"\bhome needs the request \(or WebSocket\) it serves"):
+        anyio.run(home)
