@@ -265,3 +265,28 @@ async def test_an_mcp_client_reads_that_the_sqlite_store_is_unavailable_and_the_
             assert added.content[0].text == '{\n  "fig": 1\n}'  # type: ignore[union-attr]
     finally:
         await store.aclose()
+
+
+async def test_the_first_call_after_the_directory_is_back_works_whatever_was_pooled(
+    tmp_path: Path,
+) -> None:
+    # Two connections in the pool (one operation ran while another held a connection),
+    # then the directory goes away: the call that finds out must not leave the second
+    # connection, with the lost file open, for the first call after the directory is back.
+    folder = tmp_path / "data"
+    folder.mkdir()
+    store = await SqliteStore.open(str(folder / "carts.db"))
+    try:
+        store._file.using(lambda conn: store._file.using(lambda inner: None))
+        shop = Shop(store, wait=1.0)
+        async with shop.container:
+            cart = await shop.run(shop.open_cart)
+            for extra in folder.iterdir():
+                extra.unlink()
+            folder.rmdir()
+            await shop.fails(shop.show, cart=cart)
+            folder.mkdir()
+            with pytest.raises(StateNotFound):  # a new, empty file: the cart is not there
+                await shop.run(shop.show, cart=cart)
+    finally:
+        await store.aclose()

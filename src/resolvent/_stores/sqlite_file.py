@@ -58,8 +58,8 @@ class SqliteFile:
     """The database at *path* (named *name* in messages), its tables made by the
     statements of *schema*; *clock* is the store's, for the deadlines of lease requests.
 
-    A connection that met a file it cannot use is closed; the next operation opens the
-    file again (and its tables, if the file is new).
+    A connection that met a file it cannot use is closed with every idle one; the next
+    operation opens the file again (and its tables, if the file is new).
     """
 
     def __init__(
@@ -100,14 +100,21 @@ class SqliteFile:
         return conn
 
     def _discard(self, conn: sqlite3.Connection) -> None:
-        """Close *conn*, which met a file it cannot use; the next operation opens anew."""
+        """Close *conn*, which met a file it cannot use, and the idle connections beside
+        it, which have the same file open: the next operation opens anew, so the first
+        call after the file is back works, whichever connection it would have taken."""
         self._repair = True
-        self._opened.pop(id(conn), None)
-        with self._lock:
-            if conn in self._all:
-                self._all.remove(conn)
-        with contextlib.suppress(sqlite3.Error):  # closing what is already broken
-            conn.close()
+        lost = [conn]
+        with contextlib.suppress(queue.Empty):
+            while True:
+                lost.append(self._pool.get_nowait())
+        for each in lost:
+            self._opened.pop(id(each), None)
+            with self._lock:
+                if each in self._all:
+                    self._all.remove(each)
+            with contextlib.suppress(sqlite3.Error):  # closing what is already broken
+                each.close()
 
     def _check(self, conn: sqlite3.Connection) -> None:
         """Refuse a file removed or replaced since *conn* opened it: SQLite would go on
