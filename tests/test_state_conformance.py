@@ -638,9 +638,10 @@ async def test_an_edit_that_waited_longer_than_a_lease_for_the_handle_keeps_it(
 ) -> None:
     async with opened(store_kind, tmp_path, request, None) as real:
         store = Faulty(real)
-        # 0.3 s, not less: the holder must renew within its lease time, and a loaded machine
-        # can keep an event loop from running for a tenth of a second
-        kit = Kit(store, lease=0.3, wait=10)
+        # 0.6 s, not less: the holder must renew within its lease time (it renews every
+        # quarter of it), and a loaded machine can keep an event loop from running for a
+        # few tenths of a second (0.3 s failed at a load of 20 on two cores)
+        kit = Kit(store, lease=0.6, wait=10)
         async with kit.container:
             handle = await kit.run(kit.open_cart)
             inside, release = anyio.Event(), anyio.Event()
@@ -655,7 +656,7 @@ async def test_an_edit_that_waited_longer_than_a_lease_for_the_handle_keeps_it(
                 await inside.wait()
                 kit.gate = None
                 group.start_soon(lambda: kit.run(kit.add, cart=handle, item="second"))
-                for _ in range(6):  # the second call waits past its own lease time
+                for _ in range(5):  # the second call waits past its own lease time
                     await store.next_renewal()
                 release.set()
             assert await kit.run(kit.show, cart=handle) == Cart(items={"first": 1, "second": 1})
