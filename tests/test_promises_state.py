@@ -6,6 +6,7 @@ asyncio and trio.
 """
 
 import contextlib
+import functools
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Callable
@@ -810,6 +811,26 @@ def test_idempotent_refuses_a_function_it_cannot_keep_from_doubling() -> None:
         with pytest.raises(ValueError) as caught:
             carts.idempotent(fn)
         assert_snapshot(f"idempotent_{name}", str(caught.value))
+
+
+def test_idempotent_takes_functions_and_methods_and_says_so_of_anything_else() -> None:
+    carts = State("cart", Cart)
+
+    class Shop:
+        async def add(self, cart: Handle, edit: Annotated[Held[Cart], Resolve(carts.edit)]) -> None:
+            """A method: its name keys what it keeps, as a function's does."""
+
+        async def __call__(
+            self, cart: Handle, edit: Annotated[Held[Cart], Resolve(carts.edit)]
+        ) -> None: ...
+
+    assert carts.idempotent(Shop().add).__name__ == "add"
+    for fn in (Shop(), functools.partial(Shop().add)):
+        with pytest.raises(TypeError) as caught:
+            carts.idempotent(fn)
+        message = str(caught.value)
+        assert message.startswith("State('cart').idempotent(") and "takes a function" in message
+        assert type(fn).__name__ in message and "\n  fix: decorate an async def" in message
 
 
 # "What comes back: the first result, validated again as the handler's return annotation";

@@ -71,6 +71,13 @@ def make_idempotent(
     from pydantic import TypeAdapter
 
     where = f"State({state.name!r}).idempotent({getattr(fn, '__qualname__', fn)!r})"
+    if not (inspect.isfunction(inspect.unwrap(fn)) or inspect.ismethod(fn)):
+        raise TypeError(
+            f"{where}: takes a function (`async def`), not {type(fn).__name__}: its name "
+            "keys the results it keeps.\n"
+            "  fix: decorate an async def that calls it, e.g. "
+            "`async def add_item(...) -> Items: return await obj(...)`"
+        )
     hints = typing.get_type_hints(fn, include_extras=True)
     edits = [
         name

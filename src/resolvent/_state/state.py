@@ -233,6 +233,7 @@ class State(Access[M]):
         Raises:
             ValueError: *fn* has no parameter ``Annotated[Held[...], Resolve(state.edit)]``,
                 or already has one named ``idempotency_key``.
+            TypeError: *fn* is not a function (a callable object, a ``partial``).
         """
         return make_idempotent(self, self.edit, self._make_edit, fn)
 
