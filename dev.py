@@ -136,6 +136,12 @@ _TEARDOWN_TESTS = (
     "tests/test_starlette.py::test_many_concurrent_requests_with_faults_leave_nothing_open",
     # `resolvent bench`'s floor: each kind of resource closed by hand (`plain_close`).
     "tests/test_bench.py::test_every_step_kind_runs_probed_as_it_runs_plain",
+    # A resource opened as its call closes, or after: closed once, by the call or at once.
+    "tests/test_lifecycle_handlers.py::test_a_call_that_closes_while_a_task_still_resolves"
+    "_closes_what_opens_late",
+    "tests/test_lifecycle_handlers.py::test_a_resource_that_opens_as_its_call_closes_is_closed_once",
+    "tests/test_lifecycle_handlers.py::test_a_resource_whose_setup_outlives_its_call_is_closed_once",
+    "tests/test_lifecycle_handlers.py::test_a_cancelled_resolution_closes_what_opens_after_its_call",
 )
 MUTATE: dict[str, tuple[str, ...]] = {
     "_state": (
