@@ -125,6 +125,7 @@ _TEARDOWN_TESTS = (
     "tests/test_lifecycle_teardown_order.py",
     "tests/test_lifecycle_teardown_shield.py",
     "tests/test_lifecycle_resources.py",
+    "tests/test_lifecycle_direct.py",  # the generated close: `emit_close`'s code, run
     "tests/test_lifecycle_faults.py",
     "tests/test_core_promises.py",
     "tests/test_promises_core.py",

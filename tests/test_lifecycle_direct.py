@@ -123,7 +123,26 @@ def ending(name: str, events: list[str], how: str) -> Callable[[], AsyncIterator
     return resource
 
 
-def joining(resources: list[Callable[[], AsyncIterator[str]]]) -> Callable[..., Any]:
+def ending_class(name: str, events: list[str], how: str) -> Callable[..., Any]:
+    """`ending`'s resource as a class-based async context manager: its ``__aexit__`` is
+    its teardown, and must run once (a second exit would be noted twice)."""
+
+    class Resource:
+        async def __aenter__(self) -> str:
+            events.append(f"open {name}")
+            return name
+
+        async def __aexit__(self, *exc_info: object) -> None:
+            if how == "suspends":
+                await anyio.lowlevel.checkpoint()
+            if how == "fails":
+                raise OSError(f"close {name}")
+            events.append(f"closed {name}")
+
+    return Resource
+
+
+def joining(resources: list[Callable[..., Any]]) -> Callable[..., Any]:
     """A handler that takes the value of each of *resources* (one to three)."""
     if len(resources) == 1:
         (a,) = resources
@@ -163,15 +182,17 @@ def joining(resources: list[Callable[[], AsyncIterator[str]]]) -> Callable[..., 
     ],
 )
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", [ending, ending_class], ids=["generator", "class"])
 async def test_a_call_that_succeeds_closes_every_resource_in_reverse_order(
-    mode: str, hows: tuple[str, ...]
+    mode: str, hows: tuple[str, ...], shape: Callable[[str, list[str], str], Any]
 ) -> None:
-    """Every async-generator resource of a call that succeeds is closed, the last
-    opened first, whether each teardown ends at once, suspends or fails; a failing
-    one is raised once the others are closed."""
+    """Every async resource of a call that succeeds (an async generator, or a class
+    that is an async context manager) is closed once, the last opened first, whether
+    each teardown ends at once, suspends or fails; a failing one is raised once the
+    others are closed."""
     events: list[str] = []
     names = "abc"[: len(hows)]
-    resources = [ending(n, events, how) for n, how in zip(names, hows, strict=True)]
+    resources = [shape(n, events, how) for n, how in zip(names, hows, strict=True)]
 
     handler = joining(resources)
     container = make_container(mode)
