@@ -341,14 +341,7 @@ class _Resource:
     # by ``athrow`` (see `resolvent._runtime.teardown`).
 
     async def __anext__(self) -> Any:
-        if not self.opened:
-            if self.traced.state is not None:  # a `State`'s load, which may wait for a lease
-                loading = _LOADING.set(self.traced)
-                try:
-                    with self._setup():
-                        return await self.inner.__anext__()
-                finally:
-                    _LOADING.reset(loading)
+        if not self.opened:  # (a `State`'s only async generator, `new`, loads nothing)
             with self._setup():
                 return await self.inner.__anext__()
         with _Closing(self._teardown()):
