@@ -426,6 +426,7 @@ async def test_state_messages_read_as_written() -> None:
         {"max_lifetime": -1},
         {"lease": 0},
         {"idempotency_ttl": -1},
+        {"lease": float("nan")},
     ):
         with pytest.raises(ValueError) as caught:
             State("cart", Cart, **options)

@@ -143,7 +143,10 @@ def make_idempotent(
         inspect.Parameter(IDEMPOTENCY_KEY, kw_only, default=None, annotation=KEY_ARGUMENT)
     )
     if _LEDGER in signature.parameters:
-        raise ValueError(f"{where}: the parameter name {_LEDGER!r} is resolvent's own")
+        raise ValueError(
+            f"{where}: the parameter name {_LEDGER!r} is resolvent's own (it carries the "
+            f"call's record of what it wrote)\n  fix: rename the parameter {_LEDGER!r}"
+        )
     params.append(
         inspect.Parameter(_LEDGER, kw_only, annotation=Annotated[Ledger, Resolve(call_ledger)])
     )

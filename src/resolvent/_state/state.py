@@ -179,8 +179,12 @@ class State(Access[M]):
             ("lease", lease),
             ("idempotency_ttl", idempotency_ttl),
         ):
-            if seconds <= 0:
-                raise ValueError(f"State {name!r}: {label} must be positive, not {seconds}")
+            if not seconds > 0:  # NaN too: it would compare false with every deadline
+                raise ValueError(
+                    f"State {name!r}: {label} must be a positive number of seconds, not "
+                    f"{seconds!r}\n  fix: pass {label}= a number above 0, or leave it out "
+                    "for its default"
+                )
         self.name = name
         self.model = model
         self.argument = argument
