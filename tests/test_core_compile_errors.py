@@ -361,3 +361,17 @@ async def test_resolve_by_an_optional_type_names_the_provider_of_its_member() ->
     message = compile_error(container, uses_optional_pool)
     assert_snapshot("resolve_by_optional_type", message)
     assert await run_error(container, uses_optional_pool) == message
+
+
+def test_a_scope_that_is_not_a_scope_says_the_three_there_are() -> None:
+    container = Container()
+
+    def settings() -> str:
+        return "s"
+
+    with pytest.raises(TypeError) as caught:
+        container.provide(settings, scope="app")  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "scope must be a resolvent.Scope, not 'app'\n"
+        "  fix: pass scope=Scope.APP, Scope.SESSION or Scope.CALL"
+    )

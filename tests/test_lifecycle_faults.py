@@ -383,6 +383,35 @@ async def test_a_provider_that_yields_twice_is_named_in_the_error(
     )
 
 
+@pytest.mark.parametrize("concurrent", [False, True], ids=["sequential", "concurrent"])
+@pytest.mark.parametrize("kind", ["async", "sync"])
+async def test_a_provider_that_never_yields_is_named_with_the_fix(
+    kind: str, concurrent: bool
+) -> None:
+    container = Container(concurrent=concurrent)
+
+    async def empty_async() -> AsyncIterator[str]:
+        if False:  # pragma: no cover - a generator that returns before its yield
+            yield "never"
+
+    def empty_sync() -> Iterator[str]:
+        if False:  # pragma: no cover
+            yield "never"
+
+    empty = container.provider(empty_async if kind == "async" else empty_sync)
+
+    async def handler(value: Annotated[str, Resolve(empty)]) -> str:
+        return value
+
+    with pytest.raises(RuntimeError) as info:
+        await container.run(handler)
+    assert str(info.value) == (
+        f"test_lifecycle_faults.test_a_provider_that_never_yields_is_named_with_the_fix."
+        f"<locals>.empty_{kind} finished without yielding a value\n"
+        "  fix: make it `yield` its value exactly once on every path"
+    )
+
+
 async def test_several_teardowns_failing_after_a_success_are_one_group_that_says_so() -> None:
     container = Container()
 

@@ -92,7 +92,23 @@ async def test_a_timeout_that_is_not_positive_is_refused(valkey_url: str, timeou
     client: coredis.Redis[bytes] = coredis.Redis.from_url(valkey_url)
     with pytest.raises(ValueError) as caught:
         RedisStore(client, timeout=timeout)
-    assert str(caught.value) == f"RedisStore: timeout must be positive seconds, not {timeout!r}"
+    assert str(caught.value) == (
+        f"RedisStore: timeout must be positive seconds, not {timeout!r}\n"
+        "  fix: pass timeout= the seconds one operation may take, above 0"
+    )
+
+
+# A URL the client cannot read is refused when the store is made, with the form it takes.
+async def test_a_url_that_is_not_a_redis_url_says_the_form_it_takes() -> None:
+    from resolvent import ResolventError
+    from resolvent.redis import RedisStore
+
+    with pytest.raises(ResolventError) as caught:
+        async with RedisStore.connect("redis://127.0.0.1:not-a-port/0"):
+            pass
+    text = str(caught.value)
+    assert text.startswith("cannot use 'redis://127.0.0.1:not-a-port/0' as a Redis URL: ")
+    assert text.endswith("\n  fix: write it as redis://host:6379/0 (rediss:// for TLS)")
 
 
 # StoreUnavailable.cause: "what went wrong, as the client library ... said it": the error

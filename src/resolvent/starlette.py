@@ -232,7 +232,10 @@ def _wrap(container: Container, fn: Callable[..., Any]) -> Callable[..., Any]:
         # Starlette calls an endpoint with the request (or WebSocket), a method with its
         # instance first.
         if not args:
-            raise TypeError(f"{plan.name} needs the request (or WebSocket) it serves")
+            raise TypeError(
+                f"{plan.name} needs the request (or WebSocket) it serves\n  fix: call it "
+                "as Starlette does, with the request (or WebSocket) as its last argument"
+            )
         *before, last = args
         connection = typing.cast(HTTPConnection, last)
         bound = bind(plan.name, instance, before) if before else {}

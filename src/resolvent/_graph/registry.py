@@ -188,7 +188,10 @@ class Registry:
     ) -> Provider:
         """Register *fn*; what one function shows is validated now."""
         if not isinstance(scope, Scope):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise TypeError(f"scope must be a resolvent.Scope, not {scope!r}")
+            raise TypeError(
+                f"scope must be a resolvent.Scope, not {scope!r}\n  fix: pass "
+                "scope=Scope.APP, Scope.SESSION or Scope.CALL"
+            )
         info = read(fn)
         info.needs_return()  # found by type, checked, classified: a provider's is needed
         provider = Provider(info, scope, inline or is_inline(fn))

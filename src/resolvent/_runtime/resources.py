@@ -322,7 +322,10 @@ async def _open(step: Step, obj: Any, holder: Holder | None = None, *, shared: b
         try:
             return await obj.__anext__()
         except StopAsyncIteration:
-            raise RuntimeError(f"{step.name} finished without yielding a value") from None
+            raise RuntimeError(
+                f"{step.name} finished without yielding a value\n  fix: make it `yield` its "
+                "value exactly once on every path"
+            ) from None
     if kind is Kind.ASYNC_CONTEXT_MANAGER:
         return await obj.__aenter__()
     if step.inline:
@@ -436,4 +439,7 @@ def _next_or_fail(step: Step, gen: Any) -> Any:
     try:
         return next(gen)
     except StopIteration:
-        raise RuntimeError(f"{step.name} finished without yielding a value") from None
+        raise RuntimeError(
+            f"{step.name} finished without yielding a value\n  fix: make it `yield` its "
+            "value exactly once on every path"
+        ) from None

@@ -231,7 +231,10 @@ class RedisStore:
         name: str | None = None,
     ) -> None:
         if not timeout > 0:
-            raise ValueError(f"RedisStore: timeout must be positive seconds, not {timeout!r}")
+            raise ValueError(
+                f"RedisStore: timeout must be positive seconds, not {timeout!r}\n"
+                "  fix: pass timeout= the seconds one operation may take, above 0"
+            )
         self.client = client
         self.prefix = prefix
         self.timeout = float(timeout)
@@ -293,7 +296,10 @@ class RedisStore:
                 retry_policy=coredis.retry.NoRetryPolicy(),
             )
         except ValueError as exc:
-            raise ResolventError(f"cannot use {shown!r} as a Redis URL: {exc}") from exc
+            raise ResolventError(
+                f"cannot use {shown!r} as a Redis URL: {exc}\n  fix: write it as "
+                "redis://host:6379/0 (rediss:// for TLS)"
+            ) from exc
         failure: BaseException | None = None
         opened = False
         ours = _OURS.set(True)  # the first connection is the store's too
