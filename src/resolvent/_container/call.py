@@ -190,7 +190,12 @@ class Call(Deadlines):
                 raise
         if timeout is not None:
             return await self._resolve_within(plan, args, timeout)
-        if not self.concurrent and not self.cache and self.flight is None and self.sharing is None:
+        if (
+            (not self.concurrent or not plan.overlaps)
+            and not self.cache
+            and self.flight is None
+            and self.sharing is None
+        ):
             # `_resolve`'s generated path (`_fly` inline), without a coroutine of its own.
             self.flight = plan
             try:
@@ -245,13 +250,16 @@ class Call(Deadlines):
 
     async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]:
         scopes = self._scopes()
-        if self.rounds is None and not self.concurrent and self._fly(plan):
+        # Branches only where two steps could overlap (`Plan.overlaps`); else the
+        # sequential code, which gives the same values in the same order.
+        concurrent = self.concurrent and plan.overlaps
+        if self.rounds is None and not concurrent and self._fly(plan):
             try:
                 result: dict[str, Any] = await plan.resolve_fn(args, self.values, scopes, plan.fn)
             finally:
                 self._land(plan)
             return result
-        return await interpret(plan, self, args, self.values, scopes, concurrent=self.concurrent)
+        return await interpret(plan, self, args, self.values, scopes, concurrent=concurrent)
 
     @overload
     async def run(self, fn: Callable[..., Awaitable[T]], /, **kwargs: Any) -> T: ...
@@ -280,7 +288,7 @@ class Call(Deadlines):
                 refuse_generator(plan, "call.run" if self._session is None else "session.run")
         if (
             self.rounds is None
-            and not self.concurrent
+            and (not self.concurrent or not plan.overlaps)
             and container.call_timeout is None
             and self._fly(plan)
         ):

@@ -51,7 +51,8 @@ class Container(AppScope):
         values: framework value types that calls will supply by type (for example the
             MCP ``Context``), declared up front so plans can be compiled.
         concurrent: run independent async branches of a plan at the same time
-            (default: sequential, in plan order).
+            (default: sequential, in plan order). A plan with no two steps that could
+            run at once (a chain, one resolver) runs the sequential code all the same.
         call_timeout: seconds each call's resolution may take; on expiry the call
             fails with `TimeoutError` and its resources are closed. Time spent waiting
             for a person's answer to a question is not counted.

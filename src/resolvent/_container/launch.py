@@ -17,7 +17,7 @@ import types
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._engine.executor import EMPTY, HOT_AFTER, is_cold
+from .._engine.executor import EMPTY, HOT_AFTER, PLAN_CODE, is_cold, run_branches
 from .._graph.plan import Plan, direct_shape
 from .._vocabulary.scopes import Scope, app_and_call
 from .plans import check_scopes
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
         _plans: PlanCache
 
         def _current(self, plan: Plan, /) -> Plan: ...
-        def call(self) -> Call: ...
+        def call(self, *, concurrent: bool | None = None) -> Call: ...
 
 
 __all__ = ("Launcher", "on_hot")
@@ -160,8 +160,10 @@ class Launcher:
     def prepare(self) -> Starter | None:
         """The start of the current plan (compiled again if providers or the overrides in
         effect changed), checked, and kept in the ready table unless an override compiled
-        it; None if it needs a call scope (branches or a deadline, a SESSION value, a
-        resource that needs one, a question for a caller with an asker).
+        it; None if it needs a call scope (branches that can overlap, a deadline, a
+        SESSION value, a resource that needs one, a question for a caller with an asker).
+        A concurrent container's plan whose steps cannot overlap (`Plan.overlaps`)
+        starts as it would in a container that is not concurrent: the same code.
 
         Raises:
             ResolventError: the plan needs APP values and the container is not open.
@@ -170,7 +172,11 @@ class Launcher:
         plan = container._current(self.plan)
         if plan is not self.checked:  # what `direct` says of a plan holds for its life
             self.checked, self.refused = plan, not self.direct(plan)
-        if container._concurrent or container._call_timeout is not None or self.refused:
+        if (
+            container._call_timeout is not None
+            or self.refused
+            or (container._concurrent and plan.overlaps)
+        ):
             self.plan = plan
             if not self.scoped:
                 return None
@@ -253,10 +259,15 @@ class Launcher:
         """A start of no values in a call scope: branches run concurrently or under a
         deadline in one of `call`'s; a resource that needs a scope, in a plain one."""
         container, plan = self.container, self.plan
-        if container._concurrent or container._call_timeout is not None:
+        if container._call_timeout is not None or (container._concurrent and plan.overlaps):
+            if container._call_timeout is None and not plan.needs_call and plan.code is PLAN_CODE:
+                # No CALL resource for a call scope to hold (and a plan compiled
+                # untraced, whose call has no span): its branches need none.
+                return await run_branches(plan, kwargs, self.scopes())
             async with container.call() as call:
                 return await call.run(plan, **kwargs)
-        async with container.call() as scope:
+        # Nothing to overlap (see `Plan.overlaps`): the sequential code, as ever.
+        async with container.call(concurrent=False) as scope:
             return await plan.run_fn(kwargs, EMPTY, self.scopes(scope), plan.fn)
 
     async def launch(

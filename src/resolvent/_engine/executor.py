@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -27,7 +29,16 @@ if TYPE_CHECKING:
         def run_here(self, plan: Plan, kwargs: dict[str, Any], /) -> Awaitable[Any]: ...
 
 
-__all__ = ("EMPTY", "HOT_AFTER", "PLAN_CODE", "cold_runner", "cold_shape", "is_cold", "timed_out")
+__all__ = (
+    "EMPTY",
+    "HOT_AFTER",
+    "PLAN_CODE",
+    "cold_runner",
+    "cold_shape",
+    "is_cold",
+    "run_branches",
+    "timed_out",
+)
 
 
 EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -104,6 +115,24 @@ def cold_runner(plan_ref: list[Any]) -> Callable[..., Coroutine[Any, Any, Any]]:
 
 
 _COLD_CODE = cold_runner([None]).__code__
+
+
+async def run_branches(plan: Plan, args: dict[str, Any], scopes: tuple[Any, ...]) -> Any:
+    """Run *plan* with its independent branches at once and no call scope, then its
+    function: what a concurrent container's ``run`` starts for a plan whose steps can
+    overlap (`Plan.overlaps`) but that opens no CALL resource, so that nothing needs a
+    call scope to hold it (`Call` with ``concurrent=True`` holds each resource in a task
+    of its own, in a task group that the call enters and leaves). The values are
+    memoized for this call only, as the generated code's are."""
+    kwargs = await interpret(plan, _NoCall(), args, EMPTY, scopes, concurrent=True)
+    if plan.fn_threaded:
+        from .._runtime.threads import abandonable  # loaded by the first threaded one
+
+        return await abandonable(functools.partial(plan.fn, **args, **kwargs))
+    result = plan.fn(**args, **kwargs)
+    if inspect.isawaitable(result):  # as `Call.run_here` calls it
+        result = await result
+    return result
 
 
 class _PlanCode:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
+from .._graph.overlap import on_loop
 from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
 from .._runtime.context import adopt, keep
@@ -327,7 +328,7 @@ async def run_concurrently(
         if len(ready) == 1:
             index = ready.popleft()
         else:  # what runs on the loop first: it could not overlap the others anyway
-            index = next((i for i in ready if _on_loop(steps[i])), -1)
+            index = next((i for i in ready if on_loop(steps[i])), -1)
             if index < 0:
                 break
             ready.remove(index)
@@ -357,7 +358,7 @@ async def run_concurrently(
                     step = steps[index]
                     if (
                         (not ready and not running)
-                        or _on_loop(step)
+                        or on_loop(step)
                         or (step.kind.is_resource and not held)
                     ):
                         # Alone, or nothing could overlap it: in this task.
@@ -382,12 +383,6 @@ async def run_concurrently(
                 finish(finished)
     except BaseExceptionGroup as group_error:
         raise _original(group_error, failures) from None
-
-
-def _on_loop(step: Step) -> bool:
-    """Whether *step* runs on the event loop without waiting (a plain function run
-    inline, in the CALL scope): no other branch could run while it does."""
-    return step.kind is Kind.SYNC and step.inline and step.scope is Scope.CALL
 
 
 def _original(

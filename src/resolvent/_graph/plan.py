@@ -14,6 +14,7 @@ from .._reading.signature import FunctionInfo
 from .._vocabulary.frozen import Frozen, put
 from .._vocabulary.questions import OutcomeFamily
 from .._vocabulary.scopes import Scope
+from .overlap import overlaps
 
 __all__ = ("Graph", "Input", "Plan", "PlanCode", "Step", "direct_shape", "keep_shared", "replaced")
 
@@ -237,6 +238,7 @@ class Plan(Frozen):
         "_entry",
         "_generated",
         "_on_hot",
+        "_overlaps",
         "_parents",
         "_slots",
         "arguments",
@@ -256,7 +258,7 @@ class Plan(Frozen):
     )  # fmt: skip
     _hidden = frozenset(
         ("run_fn", "code", "_generated", "overrides", "_direct", "_entry", "_on_hot", "_slots",
-         "_parents"),
+         "_parents", "_overlaps"),
     )  # fmt: skip
     fn: Callable[..., Any]
     name: str
@@ -285,6 +287,8 @@ class Plan(Frozen):
     """(index -> step, index -> position)."""
     _parents: dict[int, tuple[int, str]] | None
     """index -> (parent's index, parameter): made for an error's path."""
+    _overlaps: bool | None
+    """`overlaps`, once asked."""
 
     def __init__(
         self,
@@ -318,7 +322,7 @@ class Plan(Frozen):
         put(self, "code", code)
         put(self, "overrides", overrides)
         put(self, "fn_threaded", fn_threaded)
-        for cache in ("_generated", "_direct", "_entry", "_on_hot", "_slots", "_parents"):
+        for cache in _CACHES:
             put(self, cache, None)
 
     def _made(self, name: str, value: Any) -> Any:
@@ -380,6 +384,14 @@ class Plan(Frozen):
             assert function is not None
             self._made("_entry", function)
         return function
+
+    @property
+    def overlaps(self) -> bool:
+        """Whether two steps could ever run at once in concurrent mode (`overlaps`)."""
+        answer = self._overlaps
+        if answer is None:
+            answer = self._made("_overlaps", overlaps(self.steps))
+        return answer
 
     def _maps(self) -> tuple[dict[int, Step], dict[int, int]]:
         maps = self._slots
@@ -443,6 +455,10 @@ class Plan(Frozen):
         from .render import to_dot
 
         return to_dot(self)
+
+
+_CACHES = ("_generated", "_direct", "_entry", "_on_hot", "_slots", "_parents", "_overlaps")
+"""A plan's fields made on first use (`Plan._made`), None until then."""
 
 
 def direct_shape(steps: tuple[Step, ...]) -> bool:
