@@ -34,6 +34,16 @@ if TYPE_CHECKING:
     T = TypeVar("T")
     from .._runtime.rounds import Rounds
     from .deadlines import CallHost
+else:
+
+    def Rounds(*args: Any) -> Any:
+        """The first multi-round call loads `_runtime.rounds` (a program that never asks
+        over rounds may never need it) and puts the class itself in this name, so each
+        later ``Rounds(...)`` is a plain global look-up, as if imported at the top."""
+        global Rounds
+        from .._runtime.rounds import Rounds
+
+        return Rounds(*args)
 
 
 _NEW, _OPEN, _CLOSED = "new", "open", "closed"  # a Call's life, compared by identity
@@ -97,8 +107,6 @@ class Call(Deadlines):
         self.concurrent = container._concurrent if concurrent is None else concurrent
         self.rounds: Rounds | None = None
         if rounds or answers or state:
-            from .._runtime.rounds import Rounds  # multi-round asking: loaded by its first call
-
             self.rounds = Rounds(answers, state, container.answer_timeout)
         self.exits: list[tuple[Step, Any]] = Exits()
         self.cache: dict[Hashable, Any] = {}
@@ -180,8 +188,10 @@ class Call(Deadlines):
         timeout = container._call_timeout
         if self.rounds is not None:
             try:
-                if timeout is None:
-                    return await self._resolve(plan, args)
+                if timeout is None:  # `_resolve`'s answer in a multi-round call, inline
+                    return await interpret(
+                        plan, self, args, self.values, scopes, concurrent=self.concurrent
+                    )
                 return await self._resolve_within(plan, args, timeout)
             except InputRequired as pending:
                 # A round that ends by asking is not a success: what it would write is
@@ -278,12 +288,17 @@ class Call(Deadlines):
         if self._state is not _OPEN:
             raise _misuse(self, "run", fn)
         container = self._container
-        scopes = self._scopes()
+        scopes = (container._app, self._session, self)  # `_scopes`, inline: every call's path
         if isinstance(fn, Plan):
             plan = self._prepare(fn, scopes)
         else:
-            fn, plan, kwargs = container._for_run(fn, kwargs)
-            check_scopes(plan, scopes)
+            found = _known(container, fn)
+            if found is None:  # a bound method or partial shares its function's plan
+                fn, found, kwargs = container._for_run(fn, kwargs)
+                check_scopes(found, scopes)
+            elif None in scopes:  # a scope not open: whether the plan needs it
+                check_scopes(found, scopes)
+            plan = found
             if not (plan.fn_is_async or plan.fn_threaded):  # inline, or a generator
                 refuse_generator(plan, "call.run" if self._session is None else "session.run")
         if (
@@ -308,8 +323,10 @@ class Call(Deadlines):
         timeout = self._container._call_timeout
         if self.rounds is not None:
             try:
-                if timeout is None:
-                    injected = await self._resolve(plan, kwargs)
+                if timeout is None:  # `_resolve`'s answer in a multi-round call, inline
+                    injected = await interpret(
+                        plan, self, kwargs, self.values, self._scopes(), concurrent=self.concurrent
+                    )
                 else:
                     injected = await self._resolve_within(plan, kwargs, timeout)
             except InputRequired as pending:
@@ -322,7 +339,7 @@ class Call(Deadlines):
         if plan.fn_threaded:
             return await abandonable(functools.partial(plan.fn, **kwargs, **injected))
         result = plan.fn(**kwargs, **injected)
-        if inspect.isawaitable(result):
+        if plan.fn_is_async or inspect.isawaitable(result):
             result = await result
         return result
 

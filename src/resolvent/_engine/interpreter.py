@@ -17,7 +17,7 @@ from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
 from .._runtime.context import adopt, keep
 from .._runtime.resources import enter
-from .._runtime.sharing import MISSING, Creation, Sharing, claim, release
+from .._runtime.sharing import MAKING, MISSING, Sharing, claim, release
 from .._runtime.teardown import Exits
 from .._vocabulary.questions import QUESTION_KINDS, Answered, as_outcome
 from .._vocabulary.scopes import SLOTS, Scope
@@ -63,7 +63,9 @@ def _kwargs(
             value = vals[item.step]
             if value is PENDING:
                 return None
-            kwargs[item.name] = _consume(value, item, consumer)
+            if item.outcome is not None or value.__class__ is Answered:
+                value = _consume(value, item, consumer)
+            kwargs[item.name] = value
         elif item.source == "arg":
             kwargs[item.name] = _argument(item, args)
         else:
@@ -126,11 +128,11 @@ async def run_step(
     assert sharing is not None
     starting = sharing.starting
     if key in starting or call.flight is not None:
-        creation = await claim(call, step)  # another resolution may be making it
-        if creation.__class__ is not Creation:
-            return creation  # it did
+        value = await claim(call, step)  # another resolution may be making it
+        if value is not MAKING:
+            return value  # it did
     else:  # `claim`'s answer when nobody else makes it, without its coroutine
-        creation = starting[key] = Creation()
+        starting[key] = MAKING
     try:
         kind = step.kind
         if kind is _ASYNC:
@@ -152,14 +154,14 @@ async def run_step(
             try:
                 value = await ask(call, step, value)
             except AnswerPending:
-                release(call, key, creation, None)
+                release(call, key, None)
                 return PENDING
     except BaseException as error:
-        release(call, key, creation, error)
+        release(call, key, error)
         raise
     cache[key] = value
-    del starting[key]  # `release`, inline
-    if creation.done is not None:
+    creation = starting.pop(key)  # `release`, inline
+    if creation is not MAKING:
         creation.done.set()
     return value
 
@@ -205,8 +207,9 @@ async def interpret(
                     if error is exc:
                         raise
                     raise error from exc
-        if call.rounds is not None:
-            call.rounds.raise_if_pending()
+        rounds = call.rounds
+        if rounds is not None and rounds.pending:
+            rounds.raise_if_pending()
         kwargs = _kwargs(plan.inputs, vals, args, values, plan.name)
         assert kwargs is not None
         return kwargs

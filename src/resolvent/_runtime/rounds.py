@@ -85,8 +85,9 @@ class Rounds:
         state: str | None,
         answer_timeout: float | None = None,
     ) -> None:
-        self.answers = dict(answers or {})
-        self.recorded, self.asked = self._decode(state)
+        self.answers = dict(answers) if answers else {}
+        # A first round carries no state: nothing to decode.
+        self.recorded, self.asked = self._decode(state) if state else ({}, {})
         self.pending: dict[str, Any] = {}
         self.asking: dict[str, str] = {}
         self.persist: dict[str, dict[str, Any]] = {}

@@ -15,10 +15,15 @@ if TYPE_CHECKING:
     from .._graph.plan import Plan, Step
     from .rounds import Asking
 
-__all__ = ("MISSING", "CallLike", "Creation", "Sharing", "claim", "landed", "release")
+__all__ = ("MAKING", "MISSING", "CallLike", "Creation", "Sharing", "claim", "landed", "release")
 
 MISSING: Any = object()
 """Not in a cache (yet): the generated code, the interpreter and the container share it."""
+
+MAKING: Any = object()
+"""A CALL value one resolution is making and nobody waits for yet (in `Sharing.starting`);
+the first waiter puts a `Creation` in its place. A maker allocates nothing for a value
+nobody else asks for."""
 
 
 if TYPE_CHECKING:
@@ -48,7 +53,8 @@ class Sharing:
 
     def __init__(self) -> None:
         self.active = 0  # interpreted resolutions in flight
-        self.starting: dict[Hashable, Creation] = {}
+        # By key: `MAKING`, or the `Creation` its waiters wait on.
+        self.starting: dict[Hashable, Any] = {}
         self.landed: anyio.Event | None = None  # set when the flight lands
         self.failure: tuple[Hashable, BaseException] | None = None  # the flight's
         self.keys: tuple[Plan | None, frozenset[Hashable]] = (None, frozenset())
@@ -66,29 +72,31 @@ class Sharing:
 
 
 class Creation:
-    """A CALL value being made by one resolution: what the others wait for."""
+    """A CALL value being made by one resolution, once another waits for it: made by
+    the first waiter, in `Sharing.starting` in the place of `MAKING`."""
 
     __slots__ = ("done", "error")
 
     def __init__(self) -> None:
-        self.done: anyio.Event | None = None  # made by the first waiter
+        self.done = anyio.Event()
         self.error: BaseException | None = None
 
 
 async def claim(call: CallLike, step: Step) -> Any:
-    """The value of CALL *step* once another resolution has made it, else a `Creation`
-    that this one now owns (and ends with `release`)."""
+    """The value of CALL *step* once another resolution has made it, else `MAKING`: this
+    one now makes it (and ends with `release`)."""
     sharing = call.sharing
     assert sharing is not None
     key = step.key
+    starting = sharing.starting
     while True:
         value = call.cache.get(key, MISSING)
         if value is not MISSING:
             return value
-        creation = sharing.starting.get(key)
+        creation = starting.get(key)
         if creation is not None:
-            if creation.done is None:
-                creation.done = anyio.Event()
+            if creation is MAKING:
+                creation = starting[key] = Creation()
             await creation.done.wait()
             if creation.error is not None:
                 raise creation.error
@@ -102,18 +110,20 @@ async def claim(call: CallLike, step: Step) -> Any:
             if failure is not None and failure[0] == key:
                 raise failure[1]
             continue
-        creation = sharing.starting[key] = Creation()
-        return creation
+        starting[key] = MAKING
+        return MAKING
 
 
-def release(call: CallLike, key: Hashable, creation: Creation, error: BaseException | None) -> None:
+def release(call: CallLike, key: Hashable, error: BaseException | None) -> None:
+    """The making of *key* ended (with *error*, or none made): wake its waiters."""
     sharing = call.sharing
     assert sharing is not None
-    del sharing.starting[key]
+    creation = sharing.starting.pop(key)
+    if creation is MAKING:
+        return  # nobody waits
     if error is not None and not isinstance(error, anyio.get_cancelled_exc_class()):
         creation.error = error  # a cancelled maker's waiters make the value themselves
-    if creation.done is not None:
-        creation.done.set()
+    creation.done.set()
 
 
 def landed(call: CallLike, plan: Plan, index: int, error: BaseException, local: Any) -> None:
