@@ -184,7 +184,7 @@ def timed_out(plan: Plan, timeout: float, cancelled: BaseException) -> CallTimeo
     while tb is not None:  # the deepest steps the cancellation passed through
         frame = tb.tb_frame
         code = frame.f_code
-        if code is run_step.__code__:  # the interpreter, one step at a time
+        if code is run_step.__code__ or code is interpret.__code__:  # one step at a time
             step = frame.f_locals.get("step")
             running = [step] if isinstance(step, Step) else running
         elif code is run_concurrently.__code__:  # branches: every started, unfinished one

@@ -189,32 +189,76 @@ async def interpret(
     sharing = call.sharing
     if sharing is None:
         sharing = call.sharing = Sharing()
-    sharing.active += 1
-    try:
-        # The values by step index (a slot: see `Step`); a step's inputs come before it.
-        vals: dict[int, Any] = {}
-        if concurrent and len(plan.steps) > 1:
-            vals = dict.fromkeys([s.index for s in plan.steps], MISSING)
-            await run_concurrently(plan, vals, call, args, values, scopes)
-        else:
-            for step in plan.steps:
-                try:
+        sharing.starting = {}
+    starting = sharing.starting
+    # The values by step index (a slot: see `Step`); a step's inputs come before it.
+    vals: dict[int, Any] = {}
+    if concurrent and len(plan.steps) > 1:
+        vals = dict.fromkeys([s.index for s in plan.steps], MISSING)
+        await run_concurrently(plan, vals, call, args, values, scopes)
+    else:
+        cache = call.cache
+        for step in plan.steps:
+            try:
+                if step.kind is not _ASYNC or step.scope is not _CALL or step.may_ask:
                     vals[step.index] = await run_step(step, vals, call, args, values, scopes)
-                except BaseException as exc:
-                    from .._runtime.failures import explain  # only when something failed
+                    continue
+                # `run_step` of an async CALL resolver that never asks, inline: its
+                # coroutine cost more than the resolver's own.
+                kwargs: dict[str, Any] = {}
+                for item in step.inputs:
+                    source = item.source
+                    if source == "step":
+                        value = vals[item.step]
+                        if value is PENDING:
+                            break
+                        if item.outcome is not None or value.__class__ is Answered:
+                            value = _consume(value, item, step.name)
+                        kwargs[item.name] = value
+                    elif source == "arg":
+                        name = item.arg
+                        if name in args:
+                            kwargs[item.name] = args[name]
+                        elif item.default is not NO_DEFAULT:
+                            kwargs[item.name] = item.default
+                        else:
+                            raise KeyError(name)  # `explain` turns it into advice
+                    else:
+                        kwargs[item.name] = values[item.value_type]
+                else:
+                    key = step.key
+                    value = cache.get(key, MISSING)
+                    if value is not MISSING:
+                        pass
+                    elif key in starting or call.flight is not None:
+                        value = await run_step(step, vals, call, args, values, scopes)
+                    else:
+                        starting[key] = MAKING  # claimed: see `run_step`
+                        try:
+                            value = await step.fn(**kwargs)
+                        except BaseException as failure:
+                            release(call, key, failure)
+                            raise
+                        cache[key] = value
+                        creation = starting.pop(key)
+                        if creation is not MAKING:
+                            creation.done.set()
+                    vals[step.index] = value
+                    continue
+                vals[step.index] = PENDING  # an input waits for an answer
+            except BaseException as exc:
+                from .._runtime.failures import explain  # only when something failed
 
-                    error = explain(exc, plan, step.index, args, values)
-                    if error is exc:
-                        raise
-                    raise error from exc
-        rounds = call.rounds
-        if rounds is not None and rounds.pending:
-            rounds.raise_if_pending()
-        kwargs = _kwargs(plan.inputs, vals, args, values, plan.name)
-        assert kwargs is not None
-        return kwargs
-    finally:
-        sharing.active -= 1
+                error = explain(exc, plan, step.index, args, values)
+                if error is exc:
+                    raise
+                raise error from exc
+    rounds = call.rounds
+    if rounds is not None and rounds.pending:
+        rounds.raise_if_pending()
+    injected = _kwargs(plan.inputs, vals, args, values, plan.name)
+    assert injected is not None
+    return injected
 
 
 async def interpret_alone(

@@ -77,6 +77,17 @@ class Rounds:
     (by digest) it was given to; each question is asked once.
     """
 
+    __slots__ = (
+        "answer_timeout",
+        "answers",
+        "asked",
+        "asked_at",
+        "asking",
+        "pending",
+        "persist",
+        "recorded",
+    )  # fmt: skip
+
     MAX_STATE = 1 << 20
 
     def __init__(

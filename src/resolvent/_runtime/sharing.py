@@ -15,7 +15,16 @@ if TYPE_CHECKING:
     from .._graph.plan import Plan, Step
     from .rounds import Asking
 
-__all__ = ("MAKING", "MISSING", "CallLike", "Creation", "Sharing", "claim", "landed", "release")
+__all__ = (
+    "MAKING",
+    "MISSING",
+    "CallLike",
+    "Creation",
+    "Sharing",
+    "claim",
+    "landed",
+    "release",
+)
 
 MISSING: Any = object()
 """Not in a cache (yet): the generated code, the interpreter and the container share it."""
@@ -46,18 +55,23 @@ if TYPE_CHECKING:
 # resolution runs the interpreter, which claims each value before making it.
 
 
+_NO_KEYS: tuple[Plan | None, frozenset[Hashable]] = (None, frozenset())
+
+
 class Sharing:
-    """The resolutions in flight in one call scope, and the values they are making."""
+    """The resolutions in flight in one call scope, and the values they are making.
 
-    __slots__ = ("active", "failure", "keys", "landed", "starting")
+    No ``__init__`` (its maker sets `starting`), and defaults on the class: an
+    interpreted call makes one each time, and a Python ``__init__`` cost as much as the
+    rest of its making. What the defaults stand for is set on the instance only when
+    another resolution waits for the flight."""
 
-    def __init__(self) -> None:
-        self.active = 0  # interpreted resolutions in flight
-        # By key: `MAKING`, or the `Creation` its waiters wait on.
-        self.starting: dict[Hashable, Any] = {}
-        self.landed: anyio.Event | None = None  # set when the flight lands
-        self.failure: tuple[Hashable, BaseException] | None = None  # the flight's
-        self.keys: tuple[Plan | None, frozenset[Hashable]] = (None, frozenset())
+    __slots__ = ("__dict__", "starting")
+
+    starting: dict[Hashable, Any]  # by key: `MAKING`, or the `Creation` its waiters wait on
+    landed: anyio.Event | None = None  # set when the flight lands
+    failure: tuple[Hashable, BaseException] | None = None  # the flight's
+    keys: tuple[Plan | None, frozenset[Hashable]] = _NO_KEYS
 
     def flight_keys(self, flight: Plan) -> frozenset[Hashable]:
         if self.keys[0] is not flight:
