@@ -324,8 +324,9 @@ class Call(Deadlines):
         if self.rounds is not None:
             try:
                 if timeout is None:  # `_resolve`'s answer in a multi-round call, inline
+                    scopes = (self._container._app, self._session, self)  # `_scopes`, inline
                     injected = await interpret(
-                        plan, self, kwargs, self.values, self._scopes(), concurrent=self.concurrent
+                        plan, self, kwargs, self.values, scopes, concurrent=self.concurrent
                     )
                 else:
                     injected = await self._resolve_within(plan, kwargs, timeout)
