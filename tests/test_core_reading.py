@@ -82,3 +82,46 @@ def _annotated() -> list[Any]:
 @pytest.mark.parametrize("fn", _annotated(), ids=lambda fn: fn.__name__)
 def test_annotations_read_as_they_are_are_what_typing_reads(fn: Any) -> None:
     assert strict_hints(fn) == typing.get_type_hints(fn, include_extras=True)
+
+
+def _ordinary() -> list[Any]:
+    async def handler(user_id: str, d: Annotated[int, Resolve(dep)], *, e: Model) -> int: ...
+    def by_type(d: Annotated[Model, Resolve()], **kw: Any) -> None: ...
+    def unannotated(a, b): ...
+    def two_notes(d: Annotated[int, Resolve(dep), "note"]) -> None: ...
+    def defaulted(d: Annotated[int, Resolve(dep)] = 1) -> None: ...
+    def generic(a: list[int]) -> None: ...
+
+    return [handler, by_type, unannotated, two_notes, defaulted, generic]
+
+
+@pytest.mark.parametrize("fn", _ordinary(), ids=lambda fn: fn.__name__)
+def test_parameters_read_in_one_pass_are_what_the_full_reading_gives(fn: Any) -> None:
+    """A plain function's ordinary parameters are read in one pass; the others (None
+    there) by the reading that checks each parameter."""
+    from resolvent._reading.signature import _plain_params, _read_params
+
+    hints = strict_hints(fn)
+    fast = _plain_params(fn, hints)
+    assert fast is None or fast == _read_params(fn, fn.__name__, hints, {})
+    assert (fast is None) == (fn.__name__ in ("two_notes", "defaulted", "generic"))
+
+
+def test_a_class_registered_as_a_context_manager_is_read_again() -> None:
+    """What an ``async def`` returning a class provides is remembered per class, until an
+    ABC registers a class: a later one returning it is then read as a resource."""
+    import contextlib
+
+    from resolvent._reading.kinds import Kind
+    from resolvent._reading.signature import read_function
+
+    class Conn:
+        pass
+
+    async def first() -> Conn: ...
+    async def later() -> Conn: ...
+
+    assert read_function(first).kind is Kind.ASYNC
+    contextlib.AbstractAsyncContextManager.register(Conn)
+    info = read_function(later)
+    assert (info.kind, info.provides) == (Kind.ASYNC_CONTEXT_MANAGER, Conn)

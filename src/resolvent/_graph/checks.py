@@ -13,7 +13,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._reading.annotations import NO_DEFAULT, Unresolved, type_name, unresolved_error
-from .._reading.kinds import entered_class, enters_unknown
+from .._reading.kinds import Kind, entered_class, enters_unknown
 from .._reading.signature import FunctionInfo, Param
 from .._reading.typecheck import accepted_data, may_hold
 from .._vocabulary.errors import InvalidSignature, ResolventError
@@ -192,14 +192,19 @@ def unclassifiable(
 # -- types: what a consumer expects and what its resolver gives --------------------------
 
 
+_ENTERED = Kind.ASYNC_CONTEXT_MANAGER  # the kinds `enters_unknown` may say yes of
+_ENTERED_SYNC = Kind.CONTEXT_MANAGER
+
+
 def check_type(walk: Walk, consumer: Hashable | None, param: Param, child: Node) -> None:
     """Refuse `Annotated[T, Resolve(fn)]` when fn's declared type can never be a T."""
     info = child.provider
+    kind = info.kind
     if (
         child.key in walk.replaced  # a fake stands in: its types are the test's business
         or param.marker is None
         or param.marker.fn is None  # found by type: compatible by construction
-        or enters_unknown(info.kind, info.provides)
+        or ((kind is _ENTERED or kind is _ENTERED_SYNC) and enters_unknown(kind, info.provides))
     ):
         return
     if param.outcome is not None or info.may_ask:

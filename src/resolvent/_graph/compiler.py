@@ -31,9 +31,9 @@ from .checks import (
     unclassifiable,
 )
 from .plan import Graph, Input
-from .registry import Expansion, Provider, Registry, read, resolver_key
-from .steps import arg_input, build_steps, shared_arguments
-from .subgraphs import WalkNode, close, splice
+from .registry import Expansion, Piece, Provider, Registry, read, resolver_key
+from .steps import arg_input, build_steps, join_pieces, shared_arguments
+from .subgraphs import WalkNode, close, piece_of, splice
 
 __all__ = ("NO_OVERRIDES", "Overrides", "build_graph")
 
@@ -99,6 +99,10 @@ class _Compiler:
         # overrides are active (a replacement changes what a key expands to).
         self.memo = registry.shared_expansions() if overrides is NO_OVERRIDES else None
 
+    @property
+    def piece_epoch(self) -> int:
+        return self.registry.piece_epoch
+
     # -- classification ----------------------------------------------------------------
 
     def value_type(self, tp: Any) -> Any:
@@ -151,6 +155,21 @@ class _Compiler:
         if replaces is not None:
             self.replaces[key] = replaces
         return key
+
+    def start(self, param: Param, marker: Resolve) -> Hashable:
+        """The node for the handler's parameter *param*: `target`, or, for a resolver
+        an earlier plan expanded (and no override), its node with the reading that
+        expansion holds, as `_replay` makes a child's."""
+        fn, memo = marker.fn, self.memo
+        if fn is not None and memo is not None:
+            key = resolver_key(fn)
+            if key in self.nodes:
+                return key
+            found = memo.get(key)
+            if found is not None:
+                self.nodes[key] = WalkNode(found.provider, key, None, param.name)
+                return key
+        return self.target(param, marker, None)
 
     def _by_type(
         self, param: Param, consumer: Hashable | None
@@ -213,6 +232,8 @@ class _Compiler:
         if memo is not None and not any(c in self.replaced for _, c in edges):
             if len(memo) >= 4096:
                 memo.clear()
+            elif key in memo:  # another reading of it: the pieces made may hold its step
+                self.registry.piece_epoch += 1
             kept = tuple(edges)
             # This plan holds the inputs the memo holds: its step is the one later plans
             # share (`build_steps` knows a shared step by its inputs). Inputs that are all
@@ -260,53 +281,79 @@ class _Compiler:
         post: list[Hashable] = []
         state: dict[Hashable, int] = {}
         nodes = self.nodes
+        # The starts whose sub-graphs are kept whole as steps (`piece_of`), while every
+        # one so far is: the plan is then their pieces joined, nothing walked.
+        pieces: list[Piece] | None = [] if self.memo is not None else None
+        starts: list[Hashable] = []
         for param in self.root.params:
             if param.marker is None:
                 declared = self.value_type(param.bare)
                 if declared is not None:
                     root_inputs.append(Input(param.name, "value", value_type=declared))
                 continue
-            start = self.target(param, param.marker, None)
+            start = self.start(param, param.marker)
             check_type(self, None, param, nodes[start])
             root_inputs.append((param, start))
-            if state.get(start) == 2 or splice(self, start, state, post):
-                continue
-            state[start] = 1
-            # Each node is expanded once, when the walk first enters it; the stack keeps
-            # its edges beside it (`cycle` reads the keys and next indexes).
-            stack: list[tuple[Hashable, int]] = [(start, 0)]
-            edges_of = [self.expand(start)]
-            while stack:
-                key, index = stack[-1]
-                edges = edges_of[-1]
-                if index < len(edges):
-                    stack[-1] = (key, index + 1)
-                    child = edges[index][1]
-                    seen = state.get(child)
-                    if seen is None:
-                        if splice(self, child, state, post):
-                            continue
-                        state[child] = 1
-                        stack.append((child, 0))
-                        edges_of.append(self.expand(child))
-                    elif seen == 1:
-                        raise cycle(self, stack, child)
-                else:
-                    state[key] = 2
-                    check_asks(nodes[key])
-                    post.append(key)
-                    close(self, key)
-                    stack.pop()
-                    edges_of.pop()
+            if pieces is not None:
+                piece = piece_of(self, start)
+                if piece is not None:
+                    pieces.append(piece)
+                    starts.append(start)
+                    continue
+                for earlier in starts:  # walked as they would have been, in order
+                    self.visit(earlier, state, post)
+                pieces = None
+            self.visit(start, state, post)
+        shared = shared_arguments(tuple(arguments))
+        if pieces is not None:
+            joined = join_pieces(self, pieces, root_inputs, shared) if pieces else None
+            if joined is not None:
+                return joined
+            for start in starts:
+                self.visit(start, state, post)
         # With no worker-thread step the sort keeps the walk's post-order as it is, so
         # the steps are built in that order, and again sorted if a step runs in a thread
         # (with overrides, sorted first: their checks raise in the plan's order).
         order = post if self.overrides is NO_OVERRIDES else self.sort(post)
         plain = None if self.overrides is NO_OVERRIDES else self.overrides.plain
-        graph = build_steps(self, order, root_inputs, shared_arguments(tuple(arguments)), plain)
+        graph = build_steps(self, order, root_inputs, shared, plain)
         if graph.call_threads and order is post:
             graph = build_steps(self, self.sort(post), root_inputs, graph.arguments, plain)
         return graph
+
+    def visit(self, start: Hashable, state: dict[Hashable, int], post: list[Hashable]) -> None:
+        """Add *start*'s sub-graph to the plan: spliced if an earlier plan kept it whole,
+        else walked (depth first, post-order into *post*), each node checked."""
+        if state.get(start) == 2 or splice(self, start, state, post):
+            return
+        nodes = self.nodes
+        state[start] = 1
+        # Each node is expanded once, when the walk first enters it; the stack keeps
+        # its edges beside it (`cycle` reads the keys and next indexes).
+        stack: list[tuple[Hashable, int]] = [(start, 0)]
+        edges_of = [self.expand(start)]
+        while stack:
+            key, index = stack[-1]
+            edges = edges_of[-1]
+            if index < len(edges):
+                stack[-1] = (key, index + 1)
+                child = edges[index][1]
+                seen = state.get(child)
+                if seen is None:
+                    if splice(self, child, state, post):
+                        continue
+                    state[child] = 1
+                    stack.append((child, 0))
+                    edges_of.append(self.expand(child))
+                elif seen == 1:
+                    raise cycle(self, stack, child)
+            else:
+                state[key] = 2
+                check_asks(nodes[key])
+                post.append(key)
+                close(self, key)
+                stack.pop()
+                edges_of.pop()
 
     def sort(self, post: list[Hashable]) -> list[Hashable]:
         """The plan's order: the walk's post-order (every key's children come before it,

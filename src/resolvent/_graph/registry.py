@@ -18,8 +18,10 @@ from .plan import Input
 __all__ = (
     "IMPLICIT_SCOPE",
     "LASTING",
+    "UNSPLICEABLE",
     "Closure",
     "Expansion",
+    "Piece",
     "Provider",
     "Registry",
     "resolver_key",
@@ -72,12 +74,15 @@ class Expansion:
     """A resolver's checked expansion, shared by the plans that use it (`Registry.expansions`;
     the compiler makes it in `expand`)."""
 
-    __slots__ = ("closure", "edges", "inputs", "key", "provider", "step")
+    __slots__ = ("closure", "edges", "inputs", "key", "piece", "provider", "step")
     key: Hashable
     provider: Provider  # the reading it was checked for: valid while the key has it
     edges: tuple[tuple[Param, Hashable], ...]  # each child's reading: its own expansion's
     inputs: tuple[Input | tuple[Param, Hashable], ...]
     closure: Closure | None  # its whole sub-graph, once walked (the compiler's `close`)
+    piece: Piece | None
+    """Its whole sub-graph's steps, once every one is built (`subgraphs.piece_of`), or
+    `UNSPLICEABLE` when they cannot be taken whole (a step may ask, or runs in a thread)."""
     step: Any
     """The resolver's step, once a plan without overrides built it: every later plan
     without overrides that reaches this expansion takes it as it is; a plan whose node
@@ -96,6 +101,7 @@ class Expansion:
         self.edges = edges
         self.inputs = inputs
         self.closure = None
+        self.piece = None
         self.step = None
 
     @property
@@ -138,6 +144,41 @@ class Closure(Frozen):
         put(self, "values", values)
 
 
+class Piece(Frozen):
+    """A resolver's whole sub-graph as a plan holds it: the steps, in the walk's
+    post-order with the resolver's own last, and what a plan derives from them (its
+    scopes, whether a CALL step is a resource, the framework value types). A plan whose
+    handler reaches only such resolvers is their pieces joined (`steps.join_pieces`):
+    nothing in them is walked, checked or built again. Valid while `Registry.piece_epoch`
+    is *epoch*."""
+
+    __slots__ = ("call_resources", "epoch", "scopes", "steps", "values")
+    steps: tuple[Any, ...]
+    scopes: frozenset[Scope]
+    call_resources: bool
+    values: tuple[Any, ...]
+    epoch: int
+
+    def __init__(
+        self,
+        steps: tuple[Any, ...],
+        scopes: frozenset[Scope],
+        call_resources: bool,
+        values: tuple[Any, ...],
+        epoch: int,
+    ) -> None:
+        put(self, "steps", steps)
+        put(self, "scopes", scopes)
+        put(self, "call_resources", call_resources)
+        put(self, "values", values)
+        put(self, "epoch", epoch)
+
+
+UNSPLICEABLE = Piece((), frozenset(), False, (), -1)
+"""The piece of a sub-graph whose steps a plan cannot take whole: one may ask (each plan
+has its own copy, with its wire key) or runs in a worker thread (the plan is sorted)."""
+
+
 def read(fn: Callable[..., Any]) -> FunctionInfo:
     """`read_function`, uncached (a handler's own reading, a replacement's)."""
     return read_function(fn)
@@ -177,6 +218,9 @@ class Registry:
         # reused: a number, once given, names one key for the registry's life.
         self.slots: dict[Hashable, int] = {}
         self._next_slot = 0
+        # Moves on when an expansion is replaced by another of the same key (its
+        # reading was made again): every `Piece` made before may hold its old step.
+        self.piece_epoch = 0
 
     def add(
         self,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable, Mapping, Sequence
+from itertools import chain
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._reading.annotations import NO_DEFAULT
@@ -19,7 +21,7 @@ from .plan import AskingStep, Graph, Input, Step, keep_shared
 
 if TYPE_CHECKING:
     from .checks import Node, Walk
-    from .registry import Expansion, Registry
+    from .registry import Expansion, Piece, Registry
 
     class WalkedNode(Node, Protocol):
         """A node once the walk expanded it: its resolver edges and its inputs."""
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
         def used_values(self) -> list[Any]: ...
 
 
-__all__ = ("arg_input", "build_steps", "shared_arguments")
+__all__ = ("arg_input", "build_steps", "join_pieces", "shared_arguments")
 
 
 def build_steps(
@@ -180,6 +182,51 @@ def build_steps(
     )
 
 
+def join_pieces(
+    walk: Walked,
+    pieces: list[Piece],
+    root_inputs: list[Input | tuple[Param, Hashable]],
+    arguments: tuple[str, ...],
+) -> Graph | None:
+    """The plan of a handler whose every resolver parameter reaches a sub-graph kept
+    whole (`Piece`): their steps joined in order, each once, as walking and splicing
+    them gives, with nothing walked, checked or built again. None when two pieces hold
+    different steps of one resolver (a reading made again since one was made): the
+    walk decides."""
+    slots = walk.registry.slot_table()
+    if not walk.memo:  # emptied by the bound on slots: every step is built again
+        return None
+    if len(pieces) == 1:
+        piece = pieces[0]
+        steps = piece.steps
+        scopes = _scope_set(piece.scopes)
+        call_resources = piece.call_resources
+    else:
+        steps = tuple(dict.fromkeys(chain.from_iterable([p.steps for p in pieces])))
+        if len(set(map(_INDEX, steps))) != len(steps):
+            return None
+        scopes = _scope_set(frozenset[Scope]().union(*[p.scopes for p in pieces]))
+        call_resources = any([p.call_resources for p in pieces])
+    used = walk.used_values
+    for piece in pieces:
+        for declared in piece.values:
+            if declared not in used:
+                used.append(declared)
+    return Graph(
+        walk.root,
+        steps,
+        _inputs(root_inputs, slots),
+        arguments,
+        tuple(used),
+        scopes,
+        call_resources,
+        False,  # a piece has no worker-thread CALL step
+    )
+
+
+_INDEX = attrgetter("index")
+
+
 def _asking(step: Step, wire_seen: dict[str, int], base: str, param: str) -> Step:
     """The plan's own copy of a step that may ask (same slot, same inputs): its wire key
     (*base*, numbered from the second asking step of the plan with that base on) and the
@@ -280,7 +327,7 @@ _SYNC = Kind.SYNC
 _ASYNC = Kind.ASYNC  # with _SYNC, the kinds that are no resource
 
 
-def _scope_set(scopes: set[Scope]) -> frozenset[Scope]:
+def _scope_set(scopes: set[Scope] | frozenset[Scope]) -> frozenset[Scope]:
     """The plan's scopes as the one frozenset every plan with those scopes shares (there
     are eight: a frozenset of three costs a plan more than its pointer)."""
     made = frozenset(scopes)

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .registry import Closure, Expansion, Provider
+from .._reading.kinds import Kind
+from .._vocabulary.scopes import Scope
+from .registry import UNSPLICEABLE, Closure, Expansion, Piece, Provider
 
 if TYPE_CHECKING:
     from .._reading.signature import Param
@@ -26,9 +28,13 @@ if TYPE_CHECKING:
 
         @property
         def used_values(self) -> list[Any]: ...
+        @property
+        def piece_epoch(self) -> int:
+            """The registry's `Registry.piece_epoch`: pieces of another are stale."""
+            ...
 
 
-__all__ = ("WalkNode", "close", "splice")
+__all__ = ("WalkNode", "close", "piece_of", "splice")
 
 
 class WalkNode:
@@ -166,3 +172,43 @@ def splice(walk: Walking, key: Hashable, state: dict[Hashable, int], post: list[
             node.inputs = found.inputs
         post.append(key)
     return True
+
+
+def piece_of(walk: Walking, key: Hashable) -> Piece | None:
+    """*key*'s whole sub-graph as the steps a plan takes (see `Piece`), made the first
+    time every step in it has been built; None (splice or walk it) while one is not,
+    when it may not be taken whole, or when *key*'s node has another reading."""
+    memo = walk.memo
+    if memo is None:
+        return None
+    found: Expansion | None = memo.get(key)
+    if found is None or found.provider is not walk.nodes[key].provider:
+        return None
+    piece = found.piece
+    epoch = walk.piece_epoch
+    if piece is not None and (piece.epoch == epoch or piece is UNSPLICEABLE):
+        return None if piece is UNSPLICEABLE else piece
+    closure = found.closure
+    if closure is None or found.step is None:
+        return None
+    steps = [item.step for item in closure.post]
+    steps.append(found.step)
+    scopes: set[Scope] = set()
+    call_resources = False
+    for step in steps:
+        if step is None:
+            return None  # a plan has not built it yet
+        scope = step.scope
+        scopes.add(scope)
+        if step.may_ask or (scope is _CALL and step.kind is _SYNC and not step.inline):
+            found.piece = UNSPLICEABLE  # its own copy per plan, or a sort: walk it
+            return None
+        if scope is _CALL and step.kind.is_resource:
+            call_resources = True
+    piece = Piece(tuple(steps), frozenset(scopes), call_resources, closure.values, epoch)
+    found.piece = piece
+    return piece
+
+
+_CALL = Scope.CALL
+_SYNC = Kind.SYNC

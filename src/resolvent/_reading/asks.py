@@ -6,6 +6,8 @@ One annotation at a time, for `signature`.
 
 from __future__ import annotations
 
+import abc
+import inspect
 import types
 import typing
 from typing import Any, get_args, get_origin
@@ -14,7 +16,7 @@ from .._vocabulary.errors import InvalidSignature
 from .._vocabulary.questions import OUTCOME_FAMILIES, QUESTION_KINDS, OutcomeFamily
 from .annotations import NO_DEFAULT, describe_fn, type_name
 
-__all__ = ("may_ask_of", "outcome_family")
+__all__ = ("may_ask_of", "outcome_family", "plain_async", "remember_plain_async")
 
 
 def _union_members(annotation: Any) -> tuple[Any, ...]:
@@ -91,3 +93,34 @@ def _outcome_family(type_arg: Any) -> OutcomeFamily | None:
             if issubclass(cls, family.members):
                 return family
     return None
+
+
+_PLAIN_ASYNC: dict[type, tuple[object, int]] = {}
+"""Classes an ``async def`` was read to return as a plain value (no context manager, no
+question), with `_plain_epoch` then: until an ABC registers a class (which may make one a
+context manager) or a question kind is added, another ``async def`` returning one is read
+the same without asking again. Bounded by the program's annotations."""
+
+
+def _plain_epoch() -> tuple[object, int]:
+    return abc.get_cache_token(), len(QUESTION_KINDS)
+
+
+def _async_def(fn: Any) -> bool:
+    """An ``async def`` itself, as `call_kind` reads it first."""
+    return type(fn) is types.FunctionType and bool(fn.__code__.co_flags & inspect.CO_COROUTINE)
+
+
+def plain_async(fn: Any, returns: Any) -> bool:
+    """Whether *fn*, an ``async def`` returning *returns*, was read before to provide it
+    plainly (`remember_plain_async`): an async function that may not ask."""
+    known = _PLAIN_ASYNC.get(returns) if returns.__class__ is type else None
+    return known is not None and known == _plain_epoch() and _async_def(fn)
+
+
+def remember_plain_async(fn: Any, returns: Any) -> None:
+    """*fn* was read to be an async function providing *returns*, a class, as it is."""
+    if returns.__class__ is type and _async_def(fn):
+        if len(_PLAIN_ASYNC) >= 4096:
+            _PLAIN_ASYNC.clear()
+        _PLAIN_ASYNC[returns] = _plain_epoch()

@@ -28,7 +28,7 @@ from .annotations import (
     type_name,
     unresolved_error,
 )
-from .asks import may_ask_of, outcome_family
+from .asks import may_ask_of, outcome_family, plain_async, remember_plain_async
 from .kinds import Kind, kind_and_provides, refuse_bare_wrapper, under_partials
 
 __all__ = ("FunctionInfo", "Param", "read_function")
@@ -337,6 +337,80 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
     if "return" in unresolved:
         returns = NO_DEFAULT  # unknown: needed only if fn is used as a resolver
     refuse_bare_wrapper(fn, returns)
+    params = _plain_params(fn, hints) if not unresolved else None
+    if params is None:
+        params = _read_params(fn, name, hints, unresolved)
+    if plain_async(fn, returns):  # as read before: no context manager, no question
+        return FunctionInfo(fn, name, tuple(params), _ASYNC, returns, False, True)
+    kind, provides, awaits = kind_and_provides(fn, returns)
+    may_ask, provides, asks = (
+        may_ask_of(fn, provides) if not kind.is_resource else (False, provides, NO_DEFAULT)
+    )
+    if kind is _ASYNC and provides is returns and not may_ask and awaits:
+        remember_plain_async(fn, returns)
+    return FunctionInfo(
+        fn,
+        name,
+        tuple(params),
+        kind,
+        provides,
+        may_ask,
+        awaits,
+        asks,
+        unresolved.get("return"),
+    )
+
+
+_ASYNC = Kind.ASYNC
+
+
+def _plain_params(fn: Any, hints: dict[str, Any]) -> list[Param] | None:
+    """The parameters of a plain function, when each is an ordinary one: annotated with a
+    class, or with ``Annotated[C, Resolve(...)]`` holding that one marker and naming
+    something callable; no default, not positional-only, no ``*args`` (``**kwargs`` is
+    given nothing, as `_read_params` skips it). None for anything else: `_read_params`
+    reads it and says what is wrong. The same parameters `_read_params` gives, read in
+    one pass over the code object (see `_parameters`)."""
+    if (
+        type(fn) is not types.FunctionType
+        or fn.__defaults__
+        or fn.__kwdefaults__
+        or getattr(fn, "__wrapped__", _ABSENT) is not _ABSENT
+        or getattr(fn, "__signature__", _ABSENT) is not _ABSENT
+    ):
+        return None
+    code = fn.__code__
+    if code.co_posonlyargcount or code.co_flags & inspect.CO_VARARGS:
+        return None
+    params: list[Param] = []
+    for p_name in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]:
+        annotation = hints.get(p_name, NO_DEFAULT)
+        if annotation.__class__ is type:  # a class (or none: `NO_DEFAULT` is one too)
+            params.append(Param(p_name, annotation, None, NO_DEFAULT))
+            continue
+        if not isinstance(annotation, ANNOTATED):
+            return None
+        metadata = annotation.__metadata__
+        marker = metadata[0]
+        if len(metadata) != 1 or marker.__class__ is not Resolve:
+            return None
+        target = marker.fn
+        if target is not None and (isinstance(target, Unresolved) or not callable(target)):
+            return None
+        bare = annotation.__origin__
+        family = outcome_family(bare)
+        params.append(
+            Param(p_name, bare, marker, NO_DEFAULT)
+            if family is None
+            else _OutcomeParam(p_name, bare, marker, NO_DEFAULT, family)
+        )
+    return params
+
+
+def _read_params(
+    fn: Callable[..., Any], name: str, hints: dict[str, Any], unresolved: dict[str, str]
+) -> list[Param]:
+    """*fn*'s parameters, each read and checked (markers, kinds, defaults)."""
     params: list[Param] = []
     for p_name, p_kind, p_default in _parameters(fn, name):
         annotation = hints.get(p_name, NO_DEFAULT)
@@ -417,18 +491,4 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
             if family is None
             else _OutcomeParam(p_name, bare, marker, p_default, family)
         )
-    kind, provides, awaits = kind_and_provides(fn, returns)
-    may_ask, provides, asks = (
-        may_ask_of(fn, provides) if not kind.is_resource else (False, provides, NO_DEFAULT)
-    )
-    return FunctionInfo(
-        fn,
-        name,
-        tuple(params),
-        kind,
-        provides,
-        may_ask,
-        awaits,
-        asks,
-        unresolved.get("return"),
-    )
+    return params
