@@ -4,6 +4,7 @@ that is not concurrent costs, and it keeps every promise of a concurrent call: t
 values, every resource closed in reverse order of its set-up, on success, on error and on
 cancellation. A plan whose steps can overlap still overlaps (events, never sleeps)."""
 
+import contextvars
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
@@ -287,3 +288,54 @@ async def test_branches_that_can_overlap_still_do(way: str) -> None:
         with anyio.fail_after(5):
             assert await run_in(way, container, with_resource) == "a!b"
         assert events == ["closed"]
+
+
+@pytest.mark.parametrize("last", ["a", "b"])
+@pytest.mark.parametrize("way", WAYS)
+async def test_a_branch_goes_on_with_the_step_it_made_ready(way: str, last: str) -> None:
+    """a and b run at once, and one finishes last (events, no sleeps): c, which needs
+    both, runs in that one's task, not a task of its own nor the caller's, and sees what
+    both set in context variables; where both set one, the last to finish wins, for c
+    and for the handler."""
+    own: dict[str, contextvars.ContextVar[str]] = {
+        n: contextvars.ContextVar(n, default="-") for n in "ab"
+    }
+    shared: contextvars.ContextVar[str] = contextvars.ContextVar("shared", default="-")
+    tasks: dict[str, int] = {}
+    seen: dict[str, str] = {}
+
+    def resolver(name: str, other: str) -> Any:
+        async def step() -> str:
+            tasks[name] = anyio.get_current_task().id
+            here[name].set()
+            await here[other].wait()  # both are running now
+            if name == last:
+                await done[other].wait()  # the other one has finished
+            own[name].set(name)
+            shared.set(f"{name}{round_}")  # new in each round: the caller keeps the last
+            done[name].set()
+            return name
+
+        step.__name__ = step.__qualname__ = name
+        return step
+
+    a, b = resolver("a", "b"), resolver("b", "a")
+
+    async def c(x: Annotated[str, Resolve(a)], y: Annotated[str, Resolve(b)]) -> str:
+        tasks["c"] = anyio.get_current_task().id
+        seen.update(a=own["a"].get(), b=own["b"].get(), shared=shared.get())
+        return x + y
+
+    async def handler(v: Annotated[str, Resolve(c)]) -> str:
+        return f"{v} {own['a'].get()}{own['b'].get()} {shared.get()}"
+
+    container = Container(concurrent=True)
+    for round_ in range(3):
+        here = {n: anyio.Event() for n in "ab"}
+        done = {n: anyio.Event() for n in "ab"}
+        tasks.clear()
+        with anyio.fail_after(5):  # only catches a hang
+            assert await run_in(way, container, handler) == f"ab ab {last}{round_}"
+        assert seen == {"a": "a", "b": "b", "shared": f"{last}{round_}"}
+        assert tasks["a"] != tasks["b"]
+        assert tasks["c"] == tasks[last] != anyio.get_current_task().id

@@ -319,21 +319,24 @@ async def run_concurrently(
     values: Mapping[Any, Any],
     scopes: tuple[Any, ...],
 ) -> None:
-    """Run independent branches at once; a step starts when its inputs are ready.
+    """Run independent branches at once; a step starts as soon as its inputs are ready.
 
-    A step runs in a task of its own only when something can run beside it: while it is
-    the only step ready and no branch is running (a chain, the root of a diamond), and
-    when it is a plain function run on the loop (which nothing can overlap), it runs in
-    the calling task, as the interpreter runs it step by step; no task group is entered
-    until a first branch task starts.
+    Until two steps that may wait are ready at once (a chain, the root of a diamond, a
+    plain function run on the loop, which nothing could overlap), each runs in the
+    calling task, as the interpreter runs it step by step, and no task group is entered.
+    Then it enters one, starts a branch task for each ready step and waits for them: a
+    branch that finishes a step goes on with a step it made ready (a plain function on
+    the loop first) and starts a task for each other one, so a step never waits for the
+    calling task to start it, and a task is made only for a step that can overlap the
+    one its maker goes on with.
 
     A call opened with ``async with`` holds each resource in a task of its own (see
     `Exits`), so resources set up in a branch are torn down in the task that set them
-    up; they are then branches like any other. Otherwise resources are entered by the
-    calling task, one at a time. If a step fails, the others are cancelled and the
-    first failure is raised as itself (later ones are attached as notes). A branch task
-    runs in a copy of the calling task's context; what its step set there is copied
-    back when it finishes, so the steps after it and the handler see it.
+    up. If a step fails, the others are cancelled and the first failure is raised as
+    itself (later ones are attached as notes). Every branch task runs in a copy of the
+    context of the task that started it; what a step sets there is seen by every step
+    that starts after it finishes, in any branch, and by the calling task once all are
+    done, in the order the steps finished (the last one wins).
     """
     steps = {s.index: s for s in plan.steps}  # by index (a slot: see `Step`)
     waiting: dict[int, int] = {}
@@ -345,9 +348,8 @@ async def run_concurrently(
             dependents[dep].append(step.index)
     ready = deque(s.index for s in plan.steps if waiting[s.index] == 0)
     exits = call.exits
-    held = isinstance(exits, Exits) and exits.group is not None
-    total = len(steps)
-    done = 0
+    failures: list[BaseException] = []
+    cancelled = anyio.get_cancelled_exc_class()
 
     async def run(index: int) -> None:
         try:
@@ -362,15 +364,22 @@ async def run_concurrently(
                 raise
             raise error from exc
 
-    def finish(index: int) -> None:
+    def finish(index: int, made: list[int]) -> None:
         for dependent in dependents[index]:
             waiting[dependent] -= 1
             if waiting[dependent] == 0:
-                ready.append(dependent)
+                made.append(dependent)
 
+    if not (isinstance(exits, Exits) and exits.group is not None) and any(
+        s.kind.is_resource and s.scope is Scope.CALL for s in plan.steps
+    ):
+        # No task group holds the call's resources (a call made concurrent after it
+        # opened): a branch's resource could not close in the task that opened it.
+        for step in plan.steps:
+            await run(step.index)
+        ready.clear()
+        return
     # Until two steps could run at once, each runs here (no task, no task group).
-    failures: list[BaseException] = []
-    cancelled = anyio.get_cancelled_exc_class()
     while ready:
         if len(ready) == 1:
             index = ready.popleft()
@@ -380,56 +389,60 @@ async def run_concurrently(
                 break
             ready.remove(index)
         await run(index)
-        done += 1
-        finish(index)
-    if done == total:
+        made: list[int] = []
+        finish(index, made)
+        ready.extend(made)
+    if not ready:
         return
 
-    send, receive = anyio.create_memory_object_stream[int](total)
-    changes: dict[int, tuple[contextvars.Context, contextvars.Context]] = {}
-    running = 0
+    # What steps set in branch tasks' contexts, in the order they finished:
+    # (step index, context before, context after).
+    changes: list[tuple[int, contextvars.Context, contextvars.Context]] = []
 
-    async def branch(index: int) -> None:
-        base = contextvars.copy_context()
-        await run(index)
-        changed = contextvars.copy_context()
-        if changed != base:
-            changes[index] = (base, changed)
-        send.send_nowait(index)
+    async def branch(index: int, seen: int) -> None:
+        # What this task runs next, the last first: the plain functions on the loop it
+        # made ready (nothing could overlap them), then at most one step that waits,
+        # first in the list. Each other step it makes ready gets a task of its own.
+        here = [index]
+        waits = True  # whether one in `here` waits
+        while here:
+            index = here.pop()
+            if not here:
+                waits = False
+            while seen < len(changes):  # what finished since, in order (its own too)
+                adopt(*changes[seen][1:])
+                seen += 1
+            base = contextvars.copy_context()
+            await run(index)
+            changed = contextvars.copy_context()
+            if changed != base:
+                changes.append((index, base, changed))
+            made: list[int] = []
+            finish(index, made)
+            for other in made:
+                if on_loop(steps[other]):
+                    here.append(other)
+                elif waits:
+                    group.start_soon(branch, other, seen, name=_BRANCH)
+                else:
+                    here.insert(0, other)
+                    waits = True
 
     try:
-        async with send, receive, anyio.create_task_group() as group:
-            while done < total:
-                while ready:
-                    index = ready.popleft()
-                    step = steps[index]
-                    if (
-                        (not ready and not running)
-                        or on_loop(step)
-                        or (step.kind.is_resource and not held)
-                    ):
-                        # Alone, or nothing could overlap it: in this task.
-                        await run(index)
-                        done += 1
-                        finish(index)
-                    else:
-                        group.start_soon(branch, index)
-                        running += 1
-                if done == total:
-                    break
-                finished = await receive.receive()
-                running -= 1
-                done += 1
-                changed = changes.pop(finished, None)
-                if changed is not None:
-                    step = steps[finished]
-                    if step.kind.is_resource:  # undone when the call closes
-                        keep(exits, step, *changed)
-                    else:
-                        adopt(*changed)
-                finish(finished)
+        async with anyio.create_task_group() as group:
+            while ready:
+                group.start_soon(branch, ready.popleft(), 0, name=_BRANCH)
     except BaseExceptionGroup as group_error:
         raise _original(group_error, failures) from None
+    for index, base, changed in changes:
+        step = steps[index]
+        if step.kind.is_resource:  # undone when the call closes
+            keep(exits, step, base, changed)
+        else:
+            adopt(base, changed)
+
+
+_BRANCH = "resolvent branch"  # a branch task's name: anyio reads a function's name otherwise
 
 
 def _original(
