@@ -156,7 +156,7 @@ async def test_first_calls_and_hot_calls_look_the_same() -> None:
 
 
 async def test_a_plan_turns_hot_and_run_starts_its_generated_code() -> None:
-    from resolvent._engine.executor import HOT_AFTER, is_cold
+    from resolvent._container.launch import HOT_AFTER, is_cold
 
     settings, handler, _ = _tiered()
     container = Container()
@@ -177,7 +177,7 @@ async def test_a_plan_turns_hot_and_run_starts_its_generated_code() -> None:
 
 
 async def test_a_call_scope_runs_the_generated_code_at_once() -> None:
-    from resolvent._engine.executor import is_cold
+    from resolvent._container.launch import is_cold
 
     settings, handler, _ = _tiered()
     container = Container()

@@ -32,7 +32,7 @@ _RUN = textwrap.dedent(
     import anyio
 
     from resolvent import Container, InvalidSignature, Resolve, Scope
-    from resolvent._engine.executor import HOT_AFTER, is_cold
+    from resolvent._container.launch import HOT_AFTER, is_cold
     from resolvent._engine.interpreter import interpret
     from resolvent._runtime.cache import LiveScope
     from resolvent._vocabulary.scopes import SLOTS
@@ -141,7 +141,7 @@ def test_every_scope_between_app_and_call_says_how_to_open_it() -> None:
     """A new scope's one check besides the enum: the message for a plan that needs it
     where none is open names what opens one (`check_scopes`)."""
     from resolvent import Scope
-    from resolvent._container.plans import _OPENED_BY  # pyright: ignore[reportPrivateUsage]
+    from resolvent._runtime.failures import _OPENED_BY  # pyright: ignore[reportPrivateUsage]
     from resolvent._vocabulary.scopes import SLOTS
 
     assert set(_OPENED_BY) == set(Scope) - {Scope.APP, Scope.CALL}

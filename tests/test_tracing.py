@@ -103,7 +103,7 @@ def _bound(fn):  # the call's argument, as every mode passes none of its own
 
 
 async def test_off_without_a_provider_and_when_switched_off(otel: Installed) -> None:
-    from resolvent._engine.executor import PLAN_CODE
+    from resolvent._container.launch import PLAN_CODE
 
     container = Container(tracing=False)
     plan = container.compile(diamond)
@@ -119,7 +119,7 @@ async def test_off_without_a_provider_and_when_switched_off(otel: Installed) -> 
 
 
 async def test_no_provider_no_tracing() -> None:
-    from resolvent._engine.executor import PLAN_CODE
+    from resolvent._container.launch import PLAN_CODE
 
     assert Container().compile(diamond).code is PLAN_CODE
 

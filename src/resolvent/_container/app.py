@@ -19,7 +19,8 @@ from .._vocabulary.errors import InvalidSignature, ResolventError
 from .._vocabulary.scopes import Scope
 
 if TYPE_CHECKING:
-    from .plans import PlanCache, Starter
+    from .launch import Starter
+    from .plans import PlanCache
 
     T = TypeVar("T")
 

@@ -12,7 +12,6 @@ import inspect
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
-from .._engine.executor import EMPTY
 from .._engine.interpreter import interpret
 from .._graph.plan import Plan, Step
 from .._reading.annotations import with_article
@@ -25,7 +24,8 @@ from .._runtime.threads import abandonable
 from .._vocabulary.errors import InputRequired, ResolventError
 from .._vocabulary.questions import Asker
 from .deadlines import Deadlines
-from .plans import callable_name, check_scopes, refuse_generator
+from .launch import EMPTY, check_scopes
+from .plans import callable_name, refuse_generator
 
 __all__ = ("Call", "CallHost")
 

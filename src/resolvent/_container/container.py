@@ -13,10 +13,10 @@ from .._graph.plan import Plan
 from .._graph.registry import Registry, read
 from .._runtime.cache import LiveScope
 from .._vocabulary.questions import Asker
-from .._vocabulary.scopes import Scope, app_and_call
+from .._vocabulary.scopes import Scope
 from .app import AppScope, check_targets
-from .launch import Launcher
-from .plans import PlanCache, Starter, check_scopes, refuse_generator, refuse_values
+from .launch import Launcher, Starter, app_and_call, check_scopes
+from .plans import PlanCache, refuse_generator, refuse_values
 
 if TYPE_CHECKING:
     from .._graph.compiler import Overrides

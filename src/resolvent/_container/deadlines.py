@@ -1,7 +1,9 @@
 """A call's time (`Deadlines`, `Call`'s base): its resolution under ``call_timeout``, a
 person's answer under ``answer_timeout``, and the first deadline paused while a person
-answers, since the wait is theirs, not the resolvers'. One concern of `Call`, as `AppScope`
-is of `Container`; loaded with it. And `CallHost`, what a call reads of its container."""
+answers, since the wait is theirs, not the resolvers'; and the error for a deadline that
+expired, naming the resolvers it cut short (`timed_out`). One concern of `Call`, as
+`AppScope` is of `Container`; loaded with it. And `CallHost`, what a call reads of its
+container."""
 
 # A call reads its container's private state (`CallHost`): they are one unit.
 # pyright: reportPrivateUsage=false
@@ -15,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import anyio
 
-from .._engine.executor import timed_out
+from .._engine.interpreter import interpret, run_concurrently, run_step
 from .._graph.plan import Plan, Step
+from .._runtime.sharing import MISSING
 from .._runtime.teardown import Exits
-from .._vocabulary.errors import AnswerTimeout
+from .._vocabulary.errors import AnswerTimeout, CallTimeout
 
-__all__ = ("CallHost", "Deadlines")
+__all__ = ("CallHost", "Deadlines", "timed_out")
 
 
 if TYPE_CHECKING:
@@ -121,3 +124,43 @@ class Deadlines:
                     deadline = paused[0] + (anyio.current_time() - paused[1])
                     scope.deadline = cast(Exits, self.exits).deadline = deadline
                     paused.clear()
+
+
+def timed_out(plan: Plan, timeout: float, cancelled: BaseException) -> CallTimeout:
+    """The error for *plan*'s call whose ``call_timeout`` expired; *cancelled* is the
+    cancellation the deadline sent, whose trace tells which resolvers were running."""
+    running: list[Step] = []
+    tb = cancelled.__traceback__
+    while tb is not None:  # the deepest steps the cancellation passed through
+        frame = tb.tb_frame
+        code = frame.f_code
+        if code is run_step.__code__ or code is interpret.__code__:  # one step at a time
+            step = frame.f_locals.get("step")
+            running = [step] if isinstance(step, Step) else running
+        elif code is run_concurrently.__code__:  # branches: every started, unfinished one
+            local = frame.f_locals
+            vals, waiting, ready = local.get("vals"), local.get("waiting"), local.get("ready")
+            if vals is not None and waiting is not None and ready is not None:
+                running = [
+                    s
+                    for s in plan.steps
+                    if not waiting[s.index] and vals[s.index] is MISSING and s.index not in ready
+                ]
+        elif code.co_filename.startswith("<resolvent plan "):  # generated code
+            lines, owner = frame.f_globals.get("LINES"), frame.f_globals.get("PLAN")
+            if lines is not None and owner and lines[0] == code.co_filename:
+                from .._runtime.failures import line_step  # loaded with the generated code
+
+                index = line_step(lines, tb.tb_lineno)
+                running = [owner[0].step_at(index)] if index >= 0 else running
+        tb = tb.tb_next
+    told: list[tuple[str, str, str]] = []
+    for step in running:
+        if not plan.has(step):
+            told.append((step.param, step.name, step.name))  # another plan's (an override's)
+            continue
+        index, param = step.index, ""
+        while index >= 0:  # up to the parameter of the plan's function
+            index, param = plan.parent(index)
+        told.append((param, step.name, plan.path_to(step.index)))
+    return CallTimeout(timeout, plan.name, tuple(told))

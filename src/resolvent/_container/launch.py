@@ -3,8 +3,10 @@ and runs for a caller with no scope object of its own: cold (interpreted) or hot
 generated code), which generated variant (``entry``, ``run``, ``direct``, ``kept``), with
 which calling convention, whether overrides in effect or the container's settings send it
 to a call scope instead, and the container's table of checked starts (the ready table)
-that a caller's hot path reads. It never compiles a plan, and never generates or
-interprets code itself."""
+that a caller's hot path reads. Here too what a plan starts with: its tiering (a plan's
+first calls interpreted, then its generated code: `cold_runner`), the `PlanCode` plans are
+built with, and whether the scopes it needs are open (`check_scopes`). It never compiles a
+plan, and never generates or interprets code itself."""
 
 # A launcher reads its container's private state (as a call does): they are one unit.
 # pyright: reportPrivateUsage=false
@@ -13,23 +15,30 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import types
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._engine.executor import EMPTY, HOT_AFTER, PLAN_CODE, is_cold, run_branches
-from .._graph.plan import Plan, direct_shape
-from .._vocabulary.scopes import Scope, app_and_call
-from .plans import check_scopes
+from .._engine.interpreter import interpret, interpret_alone
+from .._graph.plan import Plan, Step, direct_shape
+from .._runtime.sharing import Sharing
+from .._vocabulary.questions import Asker
+from .._vocabulary.scopes import CALL_SLOT, SLOTS, Scope
 
 if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
     from contextvars import ContextVar
 
+    from .._graph.plan import PlanCode
     from .._runtime.cache import LiveScope
-    from .call import Call
-    from .plans import PlanCache
+    from .._runtime.rounds import Rounds
 
-    Starter = Callable[..., Coroutine[Any, Any, Any]]
+    class Remembers(Protocol):
+        """What a launcher asks of its container's plan cache (`PlanCache`)."""
+
+        def remember(self, fn: Any, start: Starter, /) -> None: ...
 
     class Container(Protocol):
         """What a launcher reads of its container (`resolvent.Container`): its own, not
@@ -41,16 +50,69 @@ if TYPE_CHECKING:
         _call_timeout: float | None
         _overridden: list[int]
         _override_var: ContextVar[Any]
-        _plans: PlanCache
 
+        @property
+        def _plans(self) -> Remembers: ...
         def _current(self, plan: Plan, /) -> Plan: ...
-        def call(self, *, concurrent: bool | None = None) -> Call: ...
+        def call(self, *, concurrent: bool | None = None) -> AbstractAsyncContextManager[Any]: ...
+
+    class RunsHere(Protocol):
+        """What `PlanCode.run_in` asks of a call scope (`resolvent.Call`)."""
+
+        def run_here(self, plan: Plan, kwargs: dict[str, Any], /) -> Awaitable[Any]: ...
 
 
-__all__ = ("Launcher", "on_hot")
+__all__ = (
+    "EMPTY",
+    "HOT_AFTER",
+    "PLAN_CODE",
+    "Launcher",
+    "Starter",
+    "app_and_call",
+    "check_scopes",
+    "cold_runner",
+    "cold_shape",
+    "is_cold",
+    "on_hot",
+    "run_branches",
+)
+
+Starter = Callable[..., Coroutine[Any, Any, Any]]
+"""What starts a checked plan from the ready table: `Container.run` calls its own entries as
+``start(kwargs)``; an integration's entries, keyed by an object of its own, take what
+that integration passes."""
+
+EMPTY: Mapping[Any, Any] = MappingProxyType({})
+"""No arguments or framework values: what a call given none passes its plan."""
+
+HOT_AFTER = 2
+"""How many calls of a plan `Container.run` interprets before generating its code."""
 
 _OPEN = frozenset({Scope.APP, Scope.CALL})
 """The scopes a start with no scope object runs in: the container's, and its own call."""
+
+_BETWEEN = (None,) * (len(Scope) - 2)  # the entries between APP (first) and CALL (last)
+
+
+def app_and_call(app: object, call: object = None) -> tuple[object, ...]:
+    """A scopes tuple (`resolvent._vocabulary.scopes.SLOTS`) where no scope is open but
+    APP's, *app* (or None), and CALL's, *call*: what a plan started with no scope object
+    between the two runs in."""
+    return (app, *_BETWEEN, call)
+
+
+def check_scopes(plan: Plan, scopes: tuple[Any, ...]) -> None:
+    """Refuse *plan* if a scope it needs is not open in *scopes*, the scopes tuple it would
+    run in (see `resolvent._vocabulary.scopes.SLOTS`): every scope but CALL lives in an
+    open container, and in a scope of its own."""
+    for scope in plan.scopes:  # on every call's path: no enum attribute, no hashing
+        if scope is not _CALL and (scopes[SLOTS[scope]] is None or scopes[_APP_SLOT] is None):
+            from .._runtime.failures import not_open  # what a failure says: loaded by one
+
+            raise not_open(plan, scopes)
+
+
+_CALL, _APP_SLOT = Scope.CALL, SLOTS[Scope.APP]
 
 
 class Launcher:
@@ -135,7 +197,7 @@ class Launcher:
         None), no scope between APP and CALL (a plan that needs one takes a scope object),
         and *kept* (a `Kept`, when `kept` says the start takes one, else None) as the
         CALL scope."""
-        return app_and_call(self.container._app, kept)
+        return (self.container._app, *_BETWEEN, kept)
 
     @property
     def blocks(self) -> list[int]:
@@ -289,3 +351,120 @@ def on_hot(plan: Plan, callback: Callable[[Callable[..., Any]], None]) -> None:
     """Call *callback(run_fn)* once *plan*, interpreted while cold, has its code generated:
     *run_fn* then replaces the plan's cold ``run_fn``."""
     plan.when_hot(callback)
+
+
+# -- tiering: what a plan starts with ------------------------------------------------
+
+
+class _NoCall:
+    """The call `interpret` is given for a plan started without a call scope, as the
+    generated code is given None: nobody to ask, and a memo for this call only."""
+
+    __slots__ = ("cache", "sharing")
+    exits: Any = None
+    flight: Plan | None = None
+    rounds: Rounds | None = None
+    asker: Asker | None = None
+    answerer: Callable[[Any, Any], Awaitable[Any]] | None = None
+
+    def __init__(self) -> None:
+        self.cache: dict[Hashable, Any] = {}
+        self.sharing: Sharing | None = None  # made by `interpret`
+
+    async def answered(self, step: Step, answer: Awaitable[Any]) -> Any:
+        return await answer  # never called: `ask` finds nobody to ask first
+
+
+def cold_shape(root_threaded: bool, call_resources: bool, call_threads: bool) -> bool:
+    """True if a plan can start interpreted: the interpreter runs it exactly as the
+    generated ``run`` does (no CALL resource to enter, no worker-thread CALL step whose
+    hops the generated code would share, a handler called on the loop)."""
+    return not (root_threaded or call_resources or call_threads)
+
+
+def is_cold(run: Any) -> bool:
+    """Whether *run* is a plan's interpreting ``run_fn`` (see `cold_runner`)."""
+    return getattr(run, "__code__", None) is _COLD_CODE
+
+
+def cold_runner(plan_ref: list[Any]) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """A ``run_fn`` that interprets the plan's first `HOT_AFTER` calls, then generates
+    its code (`Plan.heat`) and runs that from then on.
+
+    Most handlers of a large server are called rarely, and generating code costs as
+    much as a few hundred interpreted calls: start-up pays only for reading and
+    checking the graph. A call given a call scope generates at once, so `Call.run`
+    runs the same code as ever.
+    """
+    calls = 0
+    alone: bool | None = None  # whether no step may ask (see `interpret_alone`)
+
+    async def run(
+        args: dict[str, Any],
+        values: Mapping[Any, Any],
+        scopes: tuple[Any, ...],
+        body: Callable[..., Any],
+    ) -> Any:
+        nonlocal calls, alone
+        plan = plan_ref[0]
+        if scopes[CALL_SLOT] is not None or calls >= HOT_AFTER:
+            return await plan.heat()(args, values, scopes, body)
+        calls += 1
+        if alone is None:
+            alone = not any(s.may_ask for s in plan.steps)
+        if alone:
+            kwargs = await interpret_alone(plan, args, values, scopes)
+        else:
+            kwargs = await interpret(plan, _NoCall(), args, values, scopes, concurrent=False)
+        ret = body(**args, **kwargs)
+        return (await ret) if plan.fn_is_async else ret
+
+    return run
+
+
+_COLD_CODE = cold_runner([None]).__code__
+
+
+async def run_branches(plan: Plan, args: dict[str, Any], scopes: tuple[Any, ...]) -> Any:
+    """Run *plan* with its independent branches at once and no call scope, then its
+    function: what a concurrent container's ``run`` starts for a plan whose steps can
+    overlap (`Plan.overlaps`) but that opens no CALL resource, so that nothing needs a
+    call scope to hold it (`Call` with ``concurrent=True`` holds each resource in a task
+    of its own, in a task group that the call enters and leaves). The values are
+    memoized for this call only, as the generated code's are."""
+    kwargs = await interpret(plan, _NoCall(), args, EMPTY, scopes, concurrent=True)
+    if plan.fn_threaded:
+        from .._runtime.threads import abandonable  # loaded by the first threaded one
+
+        return await abandonable(functools.partial(plan.fn, **args, **kwargs))
+    result = plan.fn(**args, **kwargs)
+    if inspect.isawaitable(result):  # as `Call.run_here` calls it
+        result = await result
+    return result
+
+
+class _PlanCode:
+    """The `PlanCode` every plan is built with: its first calls through `cold_runner` (if
+    it starts cold), its code generated by `resolvent._engine.codegen`."""
+
+    __slots__ = ()
+
+    def is_cold(self, run: Callable[..., Any]) -> bool:
+        return is_cold(run)
+
+    def function(self, plan: Plan, variant: str) -> Callable[..., Any] | None:
+        from .._engine.codegen import plan_function  # loaded with the first plan that turns hot
+
+        return plan_function(plan, variant)
+
+    def source(self, plan: Plan, variant: str) -> str:
+        from .._engine.codegen import plan_source
+
+        return plan_source(plan, variant)
+
+    def run_in(self, call: RunsHere, plan: Plan, kwargs: dict[str, Any]) -> Awaitable[Any]:
+        return call.run_here(plan, kwargs)  # what `Call.run` would do without a plan's code
+
+
+PLAN_CODE: PlanCode = _PlanCode()
+"""What `Plan` runs its code with; passed in by whoever builds a plan."""

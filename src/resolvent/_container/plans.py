@@ -1,5 +1,7 @@
-"""The container's plan cache: compiling functions into plans, keeping them, and the checks a
-plan passes before it runs. It never opens a scope or runs a plan."""
+"""The container's plan cache: compiling functions into plans (traced or not, cold or not:
+what `launch` starts them with), keeping them, and the checks of a function a plan runs
+(whether the scopes it needs are open is `launch.check_scopes`). It never opens a scope or
+runs a plan."""
 
 from __future__ import annotations
 
@@ -8,27 +10,20 @@ import inspect
 import sys
 import types
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from .._engine.executor import PLAN_CODE, cold_runner, cold_shape
 from .._graph.plan import Plan, Step
 from .._graph.registry import Registry, resolver_key
 from .._reading.annotations import type_name
 from .._reading.kinds import Kind
 from .._vocabulary.errors import ResolventError
 from .._vocabulary.markers import Resolve, is_inline
-from .._vocabulary.scopes import SLOTS, Scope
+from .._vocabulary.scopes import Scope
+from .launch import PLAN_CODE, Starter, cold_runner, cold_shape
 
-__all__ = (
-    "PlanCache",
-    "Starter",
-    "callable_name",
-    "check_scopes",
-    "refuse_generator",
-    "refuse_values",
-)
+__all__ = ("PlanCache", "callable_name", "refuse_generator", "refuse_values")
 
 if TYPE_CHECKING:
     from .._graph.compiler import Overrides, build_graph
@@ -49,11 +44,6 @@ else:
 
 _MAX_PLANS = 10_000
 _MAX_OVERRIDE_PLANS = 1_000
-
-Starter = Callable[..., Coroutine[Any, Any, Any]]
-"""What starts a checked plan from the ready table: `Container.run` calls its own entries as
-``start(kwargs)``; an integration's entries, keyed by an object of its own, take what
-that integration passes."""
 
 
 class PlanCache:
@@ -143,7 +133,7 @@ class PlanCache:
             # Interpreted until it is called again: see `cold_runner`.
             run_fn = cold_runner(ref)
         else:
-            from .._engine.codegen import generate  # see `_engine/executor.py`'s `_generate`
+            from .._engine.codegen import generate  # see its `plan_function`
 
             run_fn = generate(
                 ref,
@@ -286,15 +276,17 @@ class PlanCache:
 
 def tracing_on(setting: bool | None) -> bool:
     """Whether a plan compiled now is traced: *setting* (`Container.tracing`), else whether
-    a tracer provider is installed. A program that never imported OpenTelemetry has none,
-    and does not import it here."""
+    a tracer provider other than OpenTelemetry's default (the proxy, or no-op) is installed.
+    A program that never imported OpenTelemetry has none, and does not import it here; one
+    that has, but installed none, loads no tracing either."""
     if setting is not None:
         return setting
     if "opentelemetry.trace" not in sys.modules:
         return False
-    from .._engine.tracing import provider_installed
+    from opentelemetry import trace
 
-    return provider_installed()
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
 def _traced_steps(steps: tuple[Step, ...]) -> tuple[Step, ...]:
@@ -314,52 +306,6 @@ def _trace(plan: Plan) -> None:
 
 async def _not_yet(*args: Any) -> Any:
     raise AssertionError("a traced plan's run is set as soon as the plan is made")
-
-
-def check_scopes(plan: Plan, scopes: tuple[Any, ...]) -> None:
-    """Refuse *plan* if a scope it needs is not open in *scopes*, the scopes tuple it would
-    run in (see `resolvent._vocabulary.scopes.SLOTS`): every scope but CALL lives in an
-    open container, and in a scope of its own."""
-    for scope in plan.scopes:  # on every call's path: no enum attribute, no hashing
-        if scope is not _CALL and (scopes[SLOTS[scope]] is None or scopes[_APP_SLOT] is None):
-            raise _not_open(plan, scopes)
-
-
-_CALL, _APP = Scope.CALL, Scope.APP
-_APP_SLOT = SLOTS[_APP]
-
-
-def _not_open(plan: Plan, scopes: tuple[Any, ...]) -> ResolventError:
-    """The error for *plan*, which needs a scope *scopes* does not have open: the APP
-    scope first (the container is not open), else the longest-lived one missing."""
-    inner = sorted(plan.scopes - {_APP, _CALL}, reverse=True)
-    if scopes[_APP_SLOT] is None:
-        shared = [s for s in plan.steps if s.scope is not _CALL]
-        names = ", ".join(f"{s.name} ({s.scope.name})" for s in shared)
-        return ResolventError(
-            f"{plan.name} needs shared values ({names}) but the container is not open "
-            "(never opened, or already closed).\n"
-            "  fix: run it inside `async with container:` (or the server lifespan)"
-            + "".join(f", in {_OPENED_BY[scope][1]}" for scope in inner)
-        )
-    scope = next(s for s in inner if scopes[SLOTS[s]] is None)
-    names = ", ".join(s.name for s in plan.steps if s.scope is scope)
-    noun, _, fix = _OPENED_BY[scope]
-    return ResolventError(
-        f"{plan.name} needs {scope.name}-scoped values ({names}) but runs outside "
-        f"{noun}.\n  fix: {fix}"
-    )
-
-
-_OPENED_BY: dict[Scope, tuple[str, str, str]] = {
-    Scope.SESSION: (
-        "a session",
-        "a container.session()",
-        "`async with container.session() as session: await session.run(...)`",
-    ),
-}
-"""How a user opens each scope between APP and CALL, for `check_scopes`' messages: outside
-what, in what, and the fix."""
 
 
 def refuse_generator(plan: Plan, runner: str) -> None:

@@ -6,18 +6,16 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import AsyncGenerator, Callable
-from types import MappingProxyType, TracebackType
+from types import TracebackType
 from typing import Any, cast
 
 from .._engine.interpreter import run_step
 from .._graph.plan import Plan
 from .._runtime.cache import LiveScope
 from .._vocabulary.errors import ResolventError
-from .._vocabulary.scopes import app_and_call
+from .launch import EMPTY, app_and_call
 
 __all__ = ("register_start_check", "run_start_checks", "start_values", "starting")
-
-EMPTY: MappingProxyType[Any, Any] = MappingProxyType({})
 
 _START_CHECKS: list[Callable[[Any], None]] = []
 

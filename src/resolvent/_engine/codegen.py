@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .._graph.plan import keep_shared
+from .._graph.plan import direct_shape, keep_shared
 from .._runtime.failures import fail
 from .._runtime.resources import enter, hold, open_resource
 from .._runtime.sharing import MISSING
@@ -25,9 +25,9 @@ from .codegen_args import Writer, positional
 from .codegen_body import Body, blocks_of, emit_blocks, fusable
 
 if TYPE_CHECKING:
-    from .._graph.plan import Input, Step
+    from .._graph.plan import Input, Plan, Step
 
-__all__ = ("generate",)
+__all__ = ("generate", "plan_function", "plan_source")
 
 _counter = itertools.count()
 _NO_VALUES: Mapping[Any, Any] = MappingProxyType({})  # an entry's (see `generate`)
@@ -169,6 +169,35 @@ def generate(
     exec(code, ns)
     function: Callable[..., Any] = ns[variant]
     return source, function
+
+
+def plan_function(plan: Plan, variant: str) -> Callable[..., Any] | None:
+    """*plan*'s generated *variant*, compiled now (see `resolvent._graph.plan.PlanCode`):
+    None for a ``direct`` or ``kept`` whose CALL resources need a call scope
+    (`direct_shape`)."""
+    if (variant == "direct" or variant == "kept") and not direct_shape(plan.steps):
+        return None
+    return _of_plan(plan, variant, build=True)[1]
+
+
+def plan_source(plan: Plan, variant: str) -> str:
+    """The Python source of *plan*'s generated *variant*."""
+    return _of_plan(plan, variant, build=False)[0]
+
+
+def _of_plan(plan: Plan, variant: str, *, build: bool) -> tuple[str, Callable[..., Any] | None]:
+    return generate(
+        (plan,),  # what the code reads as PLAN[0]; the plan exists: no list to fill later
+        plan.name,
+        plan.fn_is_async,
+        plan.steps,
+        plan.inputs,
+        plan.arguments,
+        variant,
+        build=build,
+        root_threaded=plan.fn_threaded,
+        body=plan.fn,
+    )
 
 
 def _line_map(line_steps: dict[int, int]) -> tuple[int, ...]:

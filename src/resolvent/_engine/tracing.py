@@ -6,22 +6,21 @@ open their spans (`resolvent._engine.spans`), and whose code (`TRACED_CODE`) wra
 function it generates, and the resolution a call makes itself (`run_in`), in the call's
 span. Every executor (generated code, the interpreter, concurrent branches) runs the same
 steps, so all of them emit the same tree; the plain plan's code and the executors
-themselves are untouched. Here too: the switch (whether a tracer provider is installed),
-a multi-round call's round number and its link to the first round, and a question's span.
+themselves are untouched. Here too: a multi-round call's round number and its link to the
+first round, and a question's span. Whether a plan is traced is decided where it is
+compiled (`resolvent._container.plans.tracing_on`), which loads this module only for one that is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
-import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import TYPE_CHECKING, Any, cast
 
 from .._vocabulary.errors import CallTimeout, ResolventError
 from .._vocabulary.scopes import SLOTS, Scope
-from .executor import PLAN_CODE
 from .spans import (
     BACKEND,
     FAILED_RESOLVER,
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
 __all__ = (
     "TRACED_CODE",
     "answer_span",
-    "provider_installed",
     "require_api",
     "traced",
 )
@@ -64,17 +62,6 @@ def require_api(where: str) -> None:
             "  fix: pip install 'resolvent[otel]' (or leave tracing=None: on only when a "
             "tracer provider is installed)"
         ) from None
-
-
-def provider_installed() -> bool:
-    """Whether a tracer provider other than OpenTelemetry's default (the proxy, or no-op)
-    is installed. Never imports OpenTelemetry: a program that has not imported it has none."""
-    if "opentelemetry.trace" not in sys.modules:
-        return False
-    from opentelemetry import trace
-
-    provider = trace.get_tracer_provider()
-    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
 def _backend() -> str:
@@ -168,7 +155,9 @@ class _TracedCode:
         return False
 
     def function(self, plan: Plan, variant: str) -> Callable[..., Any] | None:
-        function = PLAN_CODE.function(plan, variant)
+        from .codegen import plan_function  # a traced plan's code is generated at once
+
+        function = plan_function(plan, variant)
         if function is None or variant == "resolve":
             # ``resolve`` runs inside a call that has its span (`run_in`), or for a
             # caller of `Call.resolve`, whose own span is the call's.
@@ -176,7 +165,9 @@ class _TracedCode:
         return _call_span(function, plan, "generated", variant)
 
     def source(self, plan: Plan, variant: str) -> str:
-        return PLAN_CODE.source(plan, variant)
+        from .codegen import plan_source
+
+        return plan_source(plan, variant)
 
     async def run_in(self, call: Any, plan: Plan, kwargs: dict[str, Any]) -> Any:
         """`Call.run` of a traced plan that the call resolves itself (the interpreter, a

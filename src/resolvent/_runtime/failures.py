@@ -1,5 +1,6 @@
 """What a failure inside a plan says: the resolver chain as a note, a missing call argument
-or framework value as advice with a fix. It never catches, retries or swallows an error.
+or framework value as advice with a fix; and a plan started where a scope it needs is not
+open, with how to open it (`not_open`). It never catches, retries or swallows an error.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ import anyio
 
 from .._reading.annotations import type_name
 from .._vocabulary.errors import InputRequired, ResolventError
+from .._vocabulary.scopes import SLOTS, Scope
 from .sharing import landed
 
 if TYPE_CHECKING:
     from .._graph.plan import Plan
     from .sharing import CallLike
 
-__all__ = ("explain", "fail")
+__all__ = ("explain", "fail", "not_open")
 
 
 def explain(
@@ -104,3 +106,40 @@ def line_step(lines: tuple[str, tuple[int, ...]], lineno: int) -> int:
         else:
             high = middle
     return -1
+
+
+def not_open(plan: Plan, scopes: tuple[Any, ...]) -> ResolventError:
+    """The error for *plan*, which needs a scope *scopes* does not have open (see
+    `resolvent._container.launch.check_scopes`): the APP scope first (the container is not
+    open), else the longest-lived one missing, and how to open it."""
+    inner = sorted(plan.scopes - {_APP, _CALL}, reverse=True)
+    if scopes[_APP_SLOT] is None:
+        shared = [s for s in plan.steps if s.scope is not _CALL]
+        names = ", ".join(f"{s.name} ({s.scope.name})" for s in shared)
+        return ResolventError(
+            f"{plan.name} needs shared values ({names}) but the container is not open "
+            "(never opened, or already closed).\n"
+            "  fix: run it inside `async with container:` (or the server lifespan)"
+            + "".join(f", in {_OPENED_BY[scope][1]}" for scope in inner)
+        )
+    scope = next(s for s in inner if scopes[SLOTS[s]] is None)
+    names = ", ".join(s.name for s in plan.steps if s.scope is scope)
+    noun, _, fix = _OPENED_BY[scope]
+    return ResolventError(
+        f"{plan.name} needs {scope.name}-scoped values ({names}) but runs outside "
+        f"{noun}.\n  fix: {fix}"
+    )
+
+
+_OPENED_BY: dict[Scope, tuple[str, str, str]] = {
+    Scope.SESSION: (
+        "a session",
+        "a container.session()",
+        "`async with container.session() as session: await session.run(...)`",
+    ),
+}
+"""How a user opens each scope between APP and CALL, for `not_open`'s messages: outside
+what, in what, and the fix."""
+
+_CALL, _APP = Scope.CALL, Scope.APP
+_APP_SLOT = SLOTS[_APP]

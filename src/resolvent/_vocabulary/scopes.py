@@ -3,7 +3,7 @@ sits in a scopes tuple (`SLOTS`).
 
 Plain data that every layer reads; never imports another module of the package. A scope
 is added here (its member, in order of lifetime) and in what opens it and checks it is
-open (`resolvent._container.plans.check_scopes`): the code that runs plans reads every
+open (`resolvent._container.launch.check_scopes`): the code that runs plans reads every
 scope through `SLOTS`, and names none but CALL and APP.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ("CALL_SLOT", "SLOTS", "Scope", "app_and_call")
+__all__ = ("CALL_SLOT", "SLOTS", "Scope")
 
 
 class Scope(enum.IntEnum):
@@ -54,11 +54,3 @@ takes it as ``scopes`` and the interpreter reads it the same way."""
 
 CALL_SLOT = SLOTS[Scope.CALL]
 """Where the CALL scope sits in a scopes tuple: last."""
-
-_BETWEEN = (None,) * (len(Scope) - 2)  # the entries between APP (first) and CALL (last)
-
-
-def app_and_call(app: object, call: object = None) -> tuple[object, ...]:
-    """A scopes tuple (`SLOTS`) where no scope is open but APP's, *app* (or None), and
-    CALL's, *call*: what a plan started with no scope object between the two runs in."""
-    return (app, *_BETWEEN, call)
