@@ -69,7 +69,6 @@ _LAZY_OWN = (
     "resolvent._reading.typecheck",
     "resolvent._engine.codegen",
     "resolvent._engine.codegen_body",
-    "resolvent._engine.codegen_args",
     "resolvent._runtime.kept",
     "resolvent._graph.render",
     "resolvent._stores",

@@ -1,8 +1,7 @@
 """The code generator: turns a plan into straight-line Python (``run``, ``direct``,
 ``resolve``, ``entry``, ``kept``) whose failures map back to their steps by line: which
 variant, the names its code calls, compiling it and what its frames keep. The body of a
-function is `codegen_body.py`'s, the expressions in it `codegen_args.py`'s. It never
-interprets a plan.
+function, and the expressions in it, are `codegen_body.py`'s. It never interprets a plan.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ from .._runtime.sharing import MISSING
 from .._runtime.teardown import GENERATED_NAMES
 from .._vocabulary.questions import QUESTION_KINDS, Answered, as_outcome
 from .._vocabulary.scopes import Scope
-from .codegen_args import Writer, positional
-from .codegen_body import Body, blocks_of, emit_blocks, fusable
+from .codegen_body import Body, Writer, blocks_of, emit_blocks, fusable, positional
 
 if TYPE_CHECKING:
     from .._graph.plan import Input, Plan, Step
