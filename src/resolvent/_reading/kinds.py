@@ -54,13 +54,12 @@ class Kind(_EnumBody):
     ASYNC_CONTEXT_MANAGER = "async context manager"
     CONTEXT_MANAGER = "context manager"
 
-    @property
-    def is_resource(self) -> bool:
-        return self not in _PLAIN  # read per step when a plan is built: no enum lookups
-
-    @property
-    def is_async(self) -> bool:
-        return self in (Kind.ASYNC, Kind.ASYNC_GENERATOR, Kind.ASYNC_CONTEXT_MANAGER)
+    # Each member's traits, set on it once below: read per step wherever a plan is built
+    # or interpreted, a plain attribute is read where a property would be a call.
+    is_resource: bool
+    """Entered and torn down (a generator or a context manager), not only called."""
+    is_async: bool
+    """Calling it gives a coroutine, or its resource is entered with ``async with``."""
 
 
 # `_simple_enum` leaves each member behind a descriptor (`enum.property`) in the class,
@@ -75,7 +74,14 @@ def _store_members(cls: type[Kind]) -> None:
 
 _store_members(Kind)
 
-_PLAIN = (Kind.ASYNC, Kind.SYNC)  # the kinds that are not resources
+
+def _set_traits(cls: type[Kind]) -> None:
+    for member in cls:
+        member.is_resource = member not in (cls.ASYNC, cls.SYNC)
+        member.is_async = member in (cls.ASYNC, cls.ASYNC_GENERATOR, cls.ASYNC_CONTEXT_MANAGER)
+
+
+_set_traits(Kind)
 
 
 def _is_async_callable(fn: Any) -> bool:
