@@ -193,8 +193,9 @@ class Graph(Frozen, compare=True):
 if TYPE_CHECKING:
 
     class PlanCode(Protocol):
-        """The code that runs plans: implemented by the executor layer, and passed to `Plan` by
-        whoever builds one, so a plan (data) never imports what runs it."""
+        """The code that runs plans: implemented by the launcher (`resolvent._container.launch`;
+        a traced plan's, by tracing), and passed to `Plan` by whoever builds one, so a plan
+        (data) never imports what runs it."""
 
         def is_cold(self, run: Callable[..., Any]) -> bool:
             """Whether *run* is a cold plan's interpreting ``run_fn`` (no code generated yet)."""
@@ -230,7 +231,7 @@ class Plan(Frozen):
         steps: the resolvers, dependencies first.
         inputs: where each injected parameter of *fn* comes from.
         arguments: the names of *fn*'s parameters the caller supplies.
-        code: what generates the plan's code (the executor's `PlanCode`).
+        code: what generates the plan's code (its `PlanCode`).
     """
 
     __slots__ = (
