@@ -338,15 +338,10 @@ async def run_concurrently(
     that starts after it finishes, in any branch, and by the calling task once all are
     done, in the order the steps finished (the last one wins).
     """
-    steps = {s.index: s for s in plan.steps}  # by index (a slot: see `Step`)
-    waiting: dict[int, int] = {}
-    dependents: dict[int, list[int]] = {index: [] for index in steps}
-    for step in plan.steps:
-        feeds = {i.step for i in step.inputs if i.source == "step"}
-        waiting[step.index] = len(feeds)
-        for dep in feeds:
-            dependents[dep].append(step.index)
-    ready = deque(s.index for s in plan.steps if waiting[s.index] == 0)
+    shape = plan.branches  # worked out once per plan
+    steps, dependents = shape.steps, shape.dependents  # by index (a slot: see `Step`)
+    waiting = shape.waiting.copy()  # counted down as inputs become ready
+    ready = deque(index for index, count in waiting.items() if count == 0)
     exits = call.exits
     failures: list[BaseException] = []
     cancelled = anyio.get_cancelled_exc_class()

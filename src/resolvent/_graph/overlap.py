@@ -1,17 +1,17 @@
 """Whether a plan's steps could overlap: two of them running at the same time in
-concurrent mode. Decided from the steps alone (their kinds, scopes and inputs); it never
-runs a step.
+concurrent mode, and the shape concurrent branches follow (`Branches`). Decided from the
+steps alone (their kinds, scopes and inputs); it never runs a step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from .._reading.kinds import Kind
 from .._vocabulary.scopes import Scope
 
-__all__ = ("on_loop", "overlaps")
+__all__ = ("Branches", "on_loop", "overlaps")
 
 
 class _Input(Protocol):
@@ -64,3 +64,26 @@ def overlaps(steps: Sequence[Step]) -> bool:
             seen = depth = seen + 1
         reach[step.index] = depth
     return False
+
+
+S = TypeVar("S", bound=Step)
+
+
+class Branches(Generic[S]):
+    """A plan's steps as concurrent branches follow them, worked out once per plan
+    (`Plan.branches`) instead of on every call: each step by its index (a slot), how
+    many steps each one waits for (a call counts down a copy), the steps each one
+    feeds, and whether any two could overlap. Read only, shared by every call."""
+
+    __slots__ = ("dependents", "overlaps", "steps", "waiting")
+
+    def __init__(self, steps: Sequence[S]) -> None:
+        self.steps = {step.index: step for step in steps}
+        self.waiting: dict[int, int] = {}
+        self.dependents: dict[int, list[int]] = {index: [] for index in self.steps}
+        for step in steps:
+            feeds = {i.step for i in step.inputs if i.source == "step"}
+            self.waiting[step.index] = len(feeds)
+            for dep in feeds:
+                self.dependents[dep].append(step.index)
+        self.overlaps = overlaps(steps)

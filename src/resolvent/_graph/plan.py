@@ -14,7 +14,7 @@ from .._reading.signature import FunctionInfo
 from .._vocabulary.frozen import Frozen, put
 from .._vocabulary.questions import OutcomeFamily
 from .._vocabulary.scopes import Scope
-from .overlap import overlaps
+from .overlap import Branches
 
 __all__ = ("Graph", "Input", "Plan", "PlanCode", "Step", "direct_shape", "keep_shared", "replaced")
 
@@ -235,11 +235,11 @@ class Plan(Frozen):
     """
 
     __slots__ = (
+        "_branches",
         "_direct",
         "_entry",
         "_generated",
         "_on_hot",
-        "_overlaps",
         "_parents",
         "_slots",
         "arguments",
@@ -259,7 +259,7 @@ class Plan(Frozen):
     )  # fmt: skip
     _hidden = frozenset(
         ("run_fn", "code", "_generated", "overrides", "_direct", "_entry", "_on_hot", "_slots",
-         "_parents", "_overlaps"),
+         "_parents", "_branches"),
     )  # fmt: skip
     fn: Callable[..., Any]
     name: str
@@ -288,8 +288,7 @@ class Plan(Frozen):
     """(index -> step, index -> position)."""
     _parents: dict[int, tuple[int, str]] | None
     """index -> (parent's index, parameter): made for an error's path."""
-    _overlaps: bool | None
-    """`overlaps`, once asked."""
+    _branches: Branches[Step] | None
 
     def __init__(
         self,
@@ -389,10 +388,13 @@ class Plan(Frozen):
     @property
     def overlaps(self) -> bool:
         """Whether two steps could ever run at once in concurrent mode (`overlaps`)."""
-        answer = self._overlaps
-        if answer is None:
-            answer = self._made("_overlaps", overlaps(self.steps))
-        return answer
+        return self.branches.overlaps
+
+    @property
+    def branches(self) -> Branches[Step]:
+        """The steps as concurrent branches follow them; made on first use."""
+        shape = self._branches
+        return self._made("_branches", Branches(self.steps)) if shape is None else shape
 
     def _maps(self) -> tuple[dict[int, Step], dict[int, int]]:
         maps = self._slots
@@ -458,7 +460,7 @@ class Plan(Frozen):
         return to_dot(self)
 
 
-_CACHES = ("_generated", "_direct", "_entry", "_on_hot", "_slots", "_parents", "_overlaps")
+_CACHES = ("_generated", "_direct", "_entry", "_on_hot", "_slots", "_parents", "_branches")
 """A plan's fields made on first use (`Plan._made`), None until then."""
 
 
