@@ -188,10 +188,8 @@ class Call(Deadlines):
         timeout = container._call_timeout
         if self.rounds is not None:
             try:
-                if timeout is None:  # `_resolve`'s answer in a multi-round call, inline
-                    return await interpret(
-                        plan, self, args, self.values, scopes, concurrent=self.concurrent
-                    )
+                if timeout is None:
+                    return await self._resolve(plan, args)
                 return await self._resolve_within(plan, args, timeout)
             except InputRequired as pending:
                 # A round that ends by asking is not a success: what it would write is
@@ -263,12 +261,20 @@ class Call(Deadlines):
         # Branches only where two steps could overlap (`Plan.overlaps`); else the
         # sequential code, which gives the same values in the same order.
         concurrent = self.concurrent and plan.overlaps
-        if self.rounds is None and not concurrent and self._fly(plan):
+        if not concurrent and self._fly(plan):
+            # Generated code, in a multi-round call too: up to a question with no
+            # answer yet, where the interpreter goes on (`_unanswered`).
             try:
-                result: dict[str, Any] = await plan.resolve_fn(args, self.values, scopes, plan.fn)
+                result: dict[str, Any] = await (plan._generated or plan.resolve_fn)(
+                    args, self.values, scopes, plan.fn
+                )
+            except Exception as exc:
+                if self.rounds is None or not _unanswered(self, exc):
+                    raise
+            else:
+                return result
             finally:
                 self._land(plan)
-            return result
         return await interpret(plan, self, args, self.values, scopes, concurrent=concurrent)
 
     @overload
@@ -323,11 +329,8 @@ class Call(Deadlines):
         timeout = self._container._call_timeout
         if self.rounds is not None:
             try:
-                if timeout is None:  # `_resolve`'s answer in a multi-round call, inline
-                    scopes = (self._container._app, self._session, self)  # `_scopes`, inline
-                    injected = await interpret(
-                        plan, self, kwargs, self.values, scopes, concurrent=self.concurrent
-                    )
+                if timeout is None:
+                    injected = await self._resolve(plan, kwargs)
                 else:
                     injected = await self._resolve_within(plan, kwargs, timeout)
             except InputRequired as pending:
@@ -366,6 +369,22 @@ def _misuse(call: Call, method: str, target: Plan | Callable[..., Any] | None) -
         f"  fix: use the call inside its block: "
         f"`async with {opener} as call: await call.{method}({short}, ...)`"
     )
+
+
+def _unanswered(call: Call, exc: Exception) -> bool:
+    """Whether *exc*, raised by the generated resolution of *call*, a multi-round call,
+    is a question with no answer yet. The generated code stopped there and kept the
+    values it had made (`resolvent._runtime.sharing.landed`); the interpreter goes on
+    from them, so independent questions still go out together in one round, and never
+    runs the resolver of a question already waiting in this round again (`run_step`)."""
+    from .._runtime.rounds import AnswerPending  # loaded: the call is multi-round
+
+    if not isinstance(exc, AnswerPending):
+        return False
+    sharing = call.sharing
+    if sharing is not None and sharing.failure is not None and sharing.failure[1] is exc:
+        sharing.failure = None  # not a failure: who waits for that value makes it
+    return True
 
 
 def _known(container: CallHost, fn: Any) -> Plan | None:

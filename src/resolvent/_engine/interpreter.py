@@ -91,6 +91,12 @@ async def run_step(
     values: Mapping[Any, Any],
     scopes: tuple[Any, ...],
 ) -> Any:
+    if step.may_ask:
+        rounds = call.rounds
+        if rounds is not None and step.wire_key in rounds.pending:
+            # Asked in this round already (the generated code that ran before stopped
+            # at it: see `Call._resolve`): its resolver does not run again.
+            return PENDING
     # `_kwargs` and `_argument`, inline: a Python call per input costs more than the rest.
     kwargs: dict[str, Any] = {}
     for item in step.inputs:
