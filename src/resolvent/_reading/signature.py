@@ -24,11 +24,14 @@ from .annotations import (
     Unresolved,
     describe_fn,
     lenient_hints,
+    may_ask_of,
+    outcome_family,
+    plain_async,
     plain_hints,
+    remember_plain_async,
     type_name,
     unresolved_error,
 )
-from .asks import may_ask_of, outcome_family, plain_async, remember_plain_async
 from .kinds import Kind, kind_and_provides, refuse_bare_wrapper, under_partials
 
 __all__ = ("FunctionInfo", "Param", "read_function")
