@@ -210,7 +210,9 @@ def check_type(walk: Walk, consumer: Hashable | None, param: Param, child: Node)
     if param.outcome is not None or info.may_ask:
         _check_answer(walk, consumer, param, info)
         return
-    if may_hold(param.bare, info.provides):
+    # A parameter annotated with its resolver's own return type (the usual case) holds it:
+    # judged here, without asking `may_hold`.
+    if param.bare is info.provides or may_hold(param.bare, info.provides):
         return
     wanted, provided = type_name(param.bare), type_name(info.provides)
     produces = "yields" if info.kind.is_resource else "returns"
