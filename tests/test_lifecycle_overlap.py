@@ -5,6 +5,7 @@ values, every resource closed in reverse order of its set-up, on success, on err
 cancellation. A plan whose steps can overlap still overlaps (events, never sleeps)."""
 
 import contextvars
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
@@ -339,3 +340,50 @@ async def test_a_branch_goes_on_with_the_step_it_made_ready(way: str, last: str)
         assert seen == {"a": "a", "b": "b", "shared": f"{last}{round_}"}
         assert tasks["a"] != tasks["b"]
         assert tasks["c"] == tasks[last] != anyio.get_current_task().id
+
+
+@pytest.mark.parametrize("kind", ["async", "worker thread", "inline"])
+async def test_branches_with_no_call_scope_call_every_kind_of_handler(kind: str) -> None:
+    """A concurrent container's `run` of branches with no CALL resource opens no call
+    scope: the handler is still called as its kind says (a plain ``def`` in a worker
+    thread unless marked inline), with the call's arguments and the branches' values."""
+    a_here, b_here = anyio.Event(), anyio.Event()
+    loop_thread = threading.get_ident()
+
+    async def a() -> str:  # the two branches wait for each other
+        a_here.set()
+        await b_here.wait()
+        return "a"
+
+    async def b() -> str:
+        b_here.set()
+        await a_here.wait()
+        return "b"
+
+    def body(x: str, y: str, z: str) -> tuple[str, bool]:
+        return x + y + z, threading.get_ident() == loop_thread
+
+    if kind == "async":
+
+        async def handler(
+            z: str, x: Annotated[str, Resolve(a)], y: Annotated[str, Resolve(b)]
+        ) -> tuple[str, bool]:
+            return body(x, y, z)
+
+    else:
+
+        def handler(  # type: ignore[misc]
+            z: str, x: Annotated[str, Resolve(a)], y: Annotated[str, Resolve(b)]
+        ) -> tuple[str, bool]:
+            return body(x, y, z)
+
+        if kind == "inline":
+            handler = inline(handler)
+
+    container = Container(concurrent=True)
+    for _ in range(3):
+        a_here, b_here = anyio.Event(), anyio.Event()
+        with anyio.fail_after(5):  # a sequential run would stop here, not hang
+            value, on_loop = await container.run(handler, z="!")
+        assert value == "ab!"
+        assert on_loop is (kind != "worker thread")
