@@ -23,6 +23,7 @@ from .._runtime.teardown import Exits, close_resources, settle
 from .._runtime.threads import abandonable
 from .._vocabulary.errors import InputRequired, ResolventError
 from .._vocabulary.questions import Asker
+from .._vocabulary.scopes import Scope
 from .deadlines import Deadlines
 from .launch import EMPTY, check_scopes
 from .plans import callable_name, refuse_generator
@@ -47,6 +48,7 @@ else:
 
 
 _NEW, _OPEN, _CLOSED = "new", "open", "closed"  # a Call's life, compared by identity
+_CALL_ONLY = frozenset((Scope.CALL,))  # the scopes of a plan that needs no scope but its call
 
 
 class Call(Deadlines):
@@ -124,7 +126,7 @@ class Call(Deadlines):
         self._state = _OPEN
         # Branches and deadlines open cancel scopes around resolvers; resources are then
         # held by tasks of their own so their setup and teardown share a task.
-        exits = cast(Exits, self.exits)
+        exits: Exits = self.exits  # type: ignore[assignment]  # an `Exits`; no `cast` call
         if self.concurrent or self._container._call_timeout is not None:
             await exits.open(holders=True)
         else:
@@ -153,7 +155,8 @@ class Call(Deadlines):
 
     def _prepare(self, target: Plan, scopes: tuple[Any, ...]) -> Plan:
         plan = self._container._current(target)
-        check_scopes(plan, scopes)
+        if None in scopes and not plan.scopes <= _CALL_ONLY:  # one not open: needed?
+            check_scopes(plan, scopes)
         return plan
 
     async def resolve(
@@ -257,13 +260,14 @@ class Call(Deadlines):
                 self.sharing.wake()
 
     async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]:
-        scopes = self._scopes()
+        scopes = (self._container._app, self._session, self)  # `_scopes`, inline
         # Branches only where two steps could overlap (`Plan.overlaps`); else the
         # sequential code, which gives the same values in the same order.
         concurrent = self.concurrent and plan.overlaps
-        if not concurrent and self._fly(plan):
-            # Generated code, in a multi-round call too: up to a question with no
-            # answer yet, where the interpreter goes on (`_unanswered`).
+        if not concurrent and not self.cache and self.flight is None and self.sharing is None:
+            # Generated code (`_fly`, inline), in a multi-round call too: up to a
+            # question with no answer yet, where the interpreter goes on (`_unanswered`).
+            self.flight = plan
             try:
                 result: dict[str, Any] = await (plan._generated or plan.resolve_fn)(
                     args, self.values, scopes, plan.fn
@@ -274,7 +278,8 @@ class Call(Deadlines):
             else:
                 return result
             finally:
-                self._land(plan)
+                if self.flight is plan:  # not recorded (`record`) nor landed by a failure
+                    self._land(plan)
         return await interpret(plan, self, args, self.values, scopes, concurrent=concurrent)
 
     @overload
@@ -302,7 +307,7 @@ class Call(Deadlines):
             if found is None:  # a bound method or partial shares its function's plan
                 fn, found, kwargs = container._for_run(fn, kwargs)
                 check_scopes(found, scopes)
-            elif None in scopes:  # a scope not open: whether the plan needs it
+            elif None in scopes and not found.scopes <= _CALL_ONLY:  # one not open: needed?
                 check_scopes(found, scopes)
             plan = found
             if not (plan.fn_is_async or plan.fn_threaded):  # inline, or a generator
