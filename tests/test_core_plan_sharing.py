@@ -127,3 +127,36 @@ def test_sub_graphs_compiled_before_are_joined_each_resolver_once(
     assert [s.fn for s in plan.steps] == [r5, r0, r1, r2, r4, r3]
     assert _shape(plan) == _shape(Container().compile(handler))
     assert {s.scope for s in plan.steps} == {Scope.CALL} == set(plan.scopes)
+
+
+async def test_handlers_that_write_a_parameter_alike_or_not_each_get_their_own() -> None:
+    """Handlers that write a parameter alike share its reading; one that names the same
+    resolver's value otherwise, or gives the name another type or resolver, gets its
+    own."""
+
+    async def one() -> int:
+        return 1
+
+    async def two() -> int:
+        return 2
+
+    async def a(x: str, v: Annotated[int, Resolve(one)]) -> tuple[Any, ...]:
+        return x, v
+
+    async def b(x: str, v: Annotated[int, Resolve(one)]) -> tuple[Any, ...]:
+        return x, v
+
+    async def c(y: int, w: Annotated[int, Resolve(one)]) -> tuple[Any, ...]:
+        return y, w
+
+    async def d(x: int, v: Annotated[int, Resolve(two)]) -> tuple[Any, ...]:
+        return x, v
+
+    container = Container()
+    async with container:
+        assert await container.run(a, x="a") == ("a", 1)
+        assert await container.run(b, x="b") == ("b", 1)
+        assert await container.run(c, y=3) == (3, 1)
+        assert await container.run(d, x=4) == (4, 2)
+    assert container.compile(c).arguments == ("y",)
+    assert [i.name for i in container.compile(c).inputs] == ["w"]

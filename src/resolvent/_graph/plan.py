@@ -145,19 +145,14 @@ class AskingStep(Step):
         put(self, "wire_key", wire_key)
 
 
-class Graph(Frozen, compare=True):
-    """What the compiler hands to code generation: a plan's steps before it has code."""
+class Graph:
+    """What the compiler hands to code generation: a plan's steps before it has code.
 
-    __slots__ = (
-        "arguments",
-        "call_resources",
-        "call_threads",
-        "inputs",
-        "root",
-        "scopes",
-        "steps",
-        "value_types",
-    )  # fmt: skip
+    A plain record, not a `Frozen` one: made once per compile, read once by whoever makes
+    the plan, never shared; a `put` per field costs about ten plain stores."""
+
+    __slots__ = ("arguments", "call_resources", "call_threads", "inputs", "root", "scopes",
+                 "steps", "value_types")  # fmt: skip
     root: FunctionInfo
     steps: tuple[Step, ...]
     inputs: tuple[Input, ...]
@@ -180,14 +175,14 @@ class Graph(Frozen, compare=True):
         call_resources: bool,
         call_threads: bool,
     ) -> None:
-        put(self, "root", root)
-        put(self, "steps", steps)
-        put(self, "inputs", inputs)
-        put(self, "arguments", arguments)
-        put(self, "value_types", value_types)
-        put(self, "scopes", scopes)
-        put(self, "call_resources", call_resources)
-        put(self, "call_threads", call_threads)
+        self.root = root
+        self.steps = steps
+        self.inputs = inputs
+        self.arguments = arguments
+        self.value_types = value_types
+        self.scopes = scopes
+        self.call_resources = call_resources
+        self.call_threads = call_threads
 
 
 if TYPE_CHECKING:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Hashable, Mapping, Sequence
 from itertools import chain
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._reading.annotations import NO_DEFAULT
@@ -190,9 +189,8 @@ def join_pieces(
 ) -> Graph | None:
     """The plan of a handler whose every resolver parameter reaches a sub-graph kept
     whole (`Piece`): their steps joined in order, each once, as walking and splicing
-    them gives, with nothing walked, checked or built again. None when two pieces hold
-    different steps of one resolver (a reading made again since one was made): the
-    walk decides."""
+    them gives, with nothing walked, checked or built again. None when the bound on
+    slots emptied the expansions: the walk decides."""
     slots = walk.registry.slot_table()
     if not walk.memo:  # emptied by the bound on slots: every step is built again
         return None
@@ -202,10 +200,10 @@ def join_pieces(
         scopes = _scope_set(piece.scopes)
         call_resources = piece.call_resources
     else:
+        # Each step once, first come first kept: one object per resolver, as every piece
+        # made since the registry's last `piece_epoch` holds its expansion's step.
         steps = tuple(dict.fromkeys(chain.from_iterable([p.steps for p in pieces])))
-        if len(set(map(_INDEX, steps))) != len(steps):
-            return None
-        scopes = _scope_set(frozenset[Scope]().union(*[p.scopes for p in pieces]))
+        scopes = _scope_set(_NO_SCOPES.union(*[p.scopes for p in pieces]))
         call_resources = any([p.call_resources for p in pieces])
     used = walk.used_values
     for piece in pieces:
@@ -224,7 +222,7 @@ def join_pieces(
     )
 
 
-_INDEX = attrgetter("index")
+_NO_SCOPES: frozenset[Scope] = frozenset()
 
 
 def _asking(step: Step, wire_seen: dict[str, int], base: str, param: str) -> Step:

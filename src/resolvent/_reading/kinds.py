@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin
 from .._vocabulary.errors import InvalidSignature
 from .annotations import NO_DEFAULT, describe_fn, strict_hints, with_article, wrapped_of
 
-__all__ = ("Kind", "call_kind", "kind_and_provides")
+__all__ = ("Kind", "call_kind", "kind_and_provides", "refuse_model")
 
 # `class Kind(enum.Enum)` costs about 100 us of every import: EnumType checks the body and
 # makes each member through descriptors. The standard library builds its own enums this
@@ -371,3 +371,21 @@ def refuse_bare_wrapper(fn: Any, returns: Any) -> None:
             f"  fix: decorate the wrapper with @functools.wraps({inner_name})"
             f" inside the decorator{annotate}"
         )
+
+
+def refuse_model(fn: Any, name: str) -> None:
+    """Refuse a pydantic model with required fields as a provider: its fields are not
+    dependencies, so resolving them would fail later with an unrelated message."""
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or not inspect.isclass(fn) or not issubclass(fn, pydantic.BaseModel):
+        return
+    fields: dict[str, Any] = getattr(fn, "model_fields", {})
+    required = [field for field, info in fields.items() if info.is_required()]
+    if not required:
+        return
+    raise InvalidSignature(
+        f"{name} is a pydantic model with required fields ({', '.join(required)}); "
+        "resolvent does not build models field by field.\n"
+        f"  fix: to ask the user, write a resolver returning `Elicit(message, {fn.__name__})`; "
+        f"to build it from other values, write a function that returns a {fn.__name__}"
+    )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import sys
 import types
 import typing
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from typing import Annotated, Any, get_args, get_origin
 from .._vocabulary.errors import InvalidSignature
 from .._vocabulary.frozen import Frozen, put
 from .._vocabulary.markers import Resolve
-from .._vocabulary.questions import OutcomeFamily
+from .._vocabulary.questions import OUTCOME_FAMILIES, OutcomeFamily
 from .annotations import (
     ANNOTATED,
     NO_DEFAULT,
@@ -27,12 +26,11 @@ from .annotations import (
     may_ask_of,
     outcome_family,
     plain_async,
-    plain_hints,
     remember_plain_async,
     type_name,
     unresolved_error,
 )
-from .kinds import Kind, kind_and_provides, refuse_bare_wrapper, under_partials
+from .kinds import Kind, kind_and_provides, refuse_bare_wrapper, refuse_model, under_partials
 
 __all__ = ("FunctionInfo", "Param", "read_function")
 
@@ -183,9 +181,15 @@ def _plain_annotations(fn: Any) -> dict[str, Any] | None:
     """`plain_hints`, where `_misplaced_marker` would find nothing: no annotation is a
     marker class (most handlers and resolvers). None for anything else, which the general
     path reads."""
-    hints = plain_hints(fn)
-    if hints is None or any(_is_marker_class(value) for value in hints.values()):
+    if type(fn) is not types.FunctionType:
         return None
+    hints: dict[str, Any] = fn.__annotations__  # read, never changed
+    for value in hints.values():
+        if isinstance(value, type):
+            if value in RESOLVE_MARKERS:
+                return None
+        elif not (isinstance(value, ANNOTATED) and isinstance(value.__origin__, type)):
+            return None
     return hints
 
 
@@ -237,24 +241,6 @@ def _buried_marker(annotation: Any) -> bool:
             return True
         stack.extend(get_args(node))
     return False
-
-
-def _pydantic_model(fn: Any, name: str) -> None:
-    """Refuse a pydantic model with required fields as a provider: its fields are not
-    dependencies, so resolving them would fail later with an unrelated message."""
-    pydantic = sys.modules.get("pydantic")
-    if pydantic is None or not inspect.isclass(fn) or not issubclass(fn, pydantic.BaseModel):
-        return
-    fields: dict[str, Any] = getattr(fn, "model_fields", {})
-    required = [field for field, info in fields.items() if info.is_required()]
-    if not required:
-        return
-    raise InvalidSignature(
-        f"{name} is a pydantic model with required fields ({', '.join(required)}); "
-        "resolvent does not build models field by field.\n"
-        f"  fix: to ask the user, write a resolver returning `Elicit(message, {fn.__name__})`; "
-        f"to build it from other values, write a function that returns a {fn.__name__}"
-    )
 
 
 _ParameterKind = type(inspect.Parameter.POSITIONAL_ONLY)
@@ -334,7 +320,7 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
         unresolved = {}  # nothing to evaluate, no marker misplaced, not a class
     else:
         _misplaced_marker(fn, name)
-        _pydantic_model(fn, name)
+        refuse_model(fn, name)
         hints, unresolved = lenient_hints(fn)
     returns = fn if inspect.isclass(fn) else hints.get("return", NO_DEFAULT)
     if "return" in unresolved:
@@ -368,12 +354,10 @@ _ASYNC = Kind.ASYNC
 
 
 def _plain_params(fn: Any, hints: dict[str, Any]) -> list[Param] | None:
-    """The parameters of a plain function, when each is an ordinary one: annotated with a
-    class, or with ``Annotated[C, Resolve(...)]`` holding that one marker and naming
-    something callable; no default, not positional-only, no ``*args`` (``**kwargs`` is
-    given nothing, as `_read_params` skips it). None for anything else: `_read_params`
-    reads it and says what is wrong. The same parameters `_read_params` gives, read in
-    one pass over the code object (see `_parameters`)."""
+    """What `_read_params` gives, in one pass over the code object, when every parameter
+    is ordinary: a class, or ``Annotated[C, Resolve(...)]`` holding that one marker of
+    something callable; no default, no ``*args``, not positional-only (``**kwargs`` is
+    skipped, given nothing). None for anything else: `_read_params` says what is wrong."""
     if (
         type(fn) is not types.FunctionType
         or fn.__defaults__
@@ -385,11 +369,19 @@ def _plain_params(fn: Any, hints: dict[str, Any]) -> list[Param] | None:
     code = fn.__code__
     if code.co_posonlyargcount or code.co_flags & inspect.CO_VARARGS:
         return None
+    global _families_seen
+    if _families_seen != len(OUTCOME_FAMILIES) or len(_PARAMS) >= 4096:
+        _PARAMS.clear()  # a family registered since: a parameter may want it now
+        _families_seen = len(OUTCOME_FAMILIES)
     params: list[Param] = []
     for p_name in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]:
         annotation = hints.get(p_name, NO_DEFAULT)
         if annotation.__class__ is type:  # a class (or none: `NO_DEFAULT` is one too)
-            params.append(Param(p_name, annotation, None, NO_DEFAULT))
+            key: tuple[Any, ...] = (p_name, id(annotation))
+            param = _PARAMS.get(key)
+            if param is None:
+                param = _PARAMS[key] = Param(p_name, annotation, None, NO_DEFAULT)
+            params.append(param)
             continue
         if not isinstance(annotation, ANNOTATED):
             return None
@@ -401,13 +393,24 @@ def _plain_params(fn: Any, hints: dict[str, Any]) -> list[Param] | None:
         if target is not None and (isinstance(target, Unresolved) or not callable(target)):
             return None
         bare = annotation.__origin__
-        family = outcome_family(bare)
-        params.append(
-            Param(p_name, bare, marker, NO_DEFAULT)
-            if family is None
-            else _OutcomeParam(p_name, bare, marker, NO_DEFAULT, family)
-        )
+        key = (p_name, id(bare), id(target))
+        param = _PARAMS.get(key)
+        if param is None:
+            family = outcome_family(bare)
+            param = _PARAMS[key] = (
+                Param(p_name, bare, marker, NO_DEFAULT)
+                if family is None
+                else _OutcomeParam(p_name, bare, marker, NO_DEFAULT, family)
+            )
+        params.append(param)
     return params
+
+
+_PARAMS: dict[tuple[Any, ...], Param] = {}
+"""Ordinary parameters read before, by name and the identities of their class and resolver
+(held by each, so unique): every ``user: Annotated[User, Resolve(current_user)]`` is one
+value, whose marker may be another `Resolve` of that resolver (a marker is its resolver)."""
+_families_seen = 0
 
 
 def _read_params(
