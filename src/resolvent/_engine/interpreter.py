@@ -282,12 +282,13 @@ async def interpret_alone(
     for step in plan.steps:
         try:
             kwargs: dict[str, Any] = {}
-            for item in step.inputs:  # `_kwargs`, with nothing pending: no step asks
-                if item.source == "step":
-                    value = vals[item.step]
-                    if item.outcome is not None or value.__class__ is Answered:
-                        value = _consume(value, item, step.name)
-                    kwargs[item.name] = value
+            # `_kwargs`, with nothing pending and no value answered: no step asks (a
+            # value is `Answered` only when its step asked).
+            for item in step.inputs:
+                if item.source == "step" and item.outcome is None:
+                    kwargs[item.name] = vals[item.step]
+                elif item.source == "step":
+                    kwargs[item.name] = _consume(vals[item.step], item, step.name)
                 elif item.source == "arg":
                     kwargs[item.name] = _argument(item, args)
                 else:
