@@ -185,6 +185,7 @@ async def split(n: int) -> dict[str, float]:
         (_compiler, "captive_source", "checks"),
         (_steps, "refuse_unclosable", "checks"),
         (_compiler, "build_steps", "building steps"),
+        (_compiler, "join_pieces", "building steps"),
     ]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patched]
     deps, uses = draw(n)

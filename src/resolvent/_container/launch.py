@@ -387,17 +387,20 @@ def is_cold(run: Any) -> bool:
     return getattr(run, "__code__", None) is _COLD_CODE
 
 
-def cold_runner(plan_ref: list[Any]) -> Callable[..., Coroutine[Any, Any, Any]]:
+def cold_runner(
+    plan_ref: list[Any], asks: bool | None = None
+) -> Callable[..., Coroutine[Any, Any, Any]]:
     """A ``run_fn`` that interprets the plan's first `HOT_AFTER` calls, then generates
     its code (`Plan.heat`) and runs that from then on.
 
     Most handlers of a large server are called rarely, and generating code costs as
     much as a few hundred interpreted calls: start-up pays only for reading and
     checking the graph. A call given a call scope generates at once, so `Call.run`
-    runs the same code as ever.
+    runs the same code as ever. *asks*: whether a step of the plan may ask, if the
+    compiler said (else looked at on the first call).
     """
     calls = 0
-    alone: bool | None = None  # whether no step may ask (see `interpret_alone`)
+    alone = None if asks is None else not asks  # no step may ask (see `interpret_alone`)
 
     async def run(
         args: dict[str, Any],

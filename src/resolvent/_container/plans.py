@@ -131,7 +131,7 @@ class PlanCache:
             run_fn = _not_yet  # its traced `run`, made once the plan exists (below)
         elif self.tiered and cold_shape(threaded, graph.call_resources, graph.call_threads):
             # Interpreted until it is called again: see `cold_runner`.
-            run_fn = cold_runner(ref)
+            run_fn = cold_runner(ref, graph.asks)
         else:
             from .._engine.codegen import generate  # see its `plan_function`
 

@@ -156,21 +156,6 @@ class _Compiler:
             self.replaces[key] = replaces
         return key
 
-    def start(self, param: Param, marker: Resolve) -> Hashable:
-        """The node for the handler's parameter *param*: `target`, or, for a resolver
-        an earlier plan expanded (and no override), its node with the reading that
-        expansion holds, as `_replay` makes a child's."""
-        fn, memo = marker.fn, self.memo
-        if fn is not None and memo is not None:
-            key = resolver_key(fn)
-            if key in self.nodes:
-                return key
-            found = memo.get(key)
-            if found is not None:
-                self.nodes[key] = WalkNode(found.provider, key, None, param.name)
-                return key
-        return self.target(param, marker, None)
-
     def _by_type(
         self, param: Param, consumer: Hashable | None
     ) -> tuple[Callable[..., Any], int | None]:
@@ -283,19 +268,38 @@ class _Compiler:
         nodes = self.nodes
         # The starts whose sub-graphs are kept whole as steps (`piece_of`), while every
         # one so far is: the plan is then their pieces joined, nothing walked.
-        pieces: list[Piece] | None = [] if self.memo is not None else None
+        memo = self.memo
+        pieces: list[Piece] | None = [] if memo is not None else None
         starts: list[Hashable] = []
+        epoch = self.registry.piece_epoch
         for param in self.root.params:
-            if param.marker is None:
+            marker = param.marker
+            if marker is None:
                 declared = self.value_type(param.bare)
                 if declared is not None:
                     root_inputs.append(Input(param.name, "value", value_type=declared))
                 continue
-            start = self.start(param, param.marker)
-            check_type(self, None, param, nodes[start])
+            # A resolver an earlier plan expanded (and no override): its node has the
+            # reading that expansion holds, as `_replay` makes a child's.
+            found = node = None
+            fn = marker.fn
+            start: Hashable = None
+            if fn is not None and memo is not None:
+                start = resolver_key(fn)
+                node = nodes.get(start)
+                if node is None:
+                    found = memo.get(start)
+                    if found is not None:
+                        node = nodes[start] = WalkNode(found.provider, start, None, param.name)
+            if node is None:
+                start = self.target(param, marker, None)
+                node = nodes[start]
+            check_type(self, None, param, node)
             root_inputs.append((param, start))
             if pieces is not None:
-                piece = piece_of(self, start)
+                piece = None if found is None else found.piece
+                if piece is None or piece.epoch != epoch:  # (never `UNSPLICEABLE`'s)
+                    piece = piece_of(self, start)
                 if piece is not None:
                     pieces.append(piece)
                     starts.append(start)

@@ -146,13 +146,11 @@ class AskingStep(Step):
 
 
 class Graph:
-    """What the compiler hands to code generation: a plan's steps before it has code.
+    """What the compiler hands to code generation: a plan's steps before it has code. Not
+    `Frozen`: made once per compile, read once, never shared (a `put` costs ten stores)."""
 
-    A plain record, not a `Frozen` one: made once per compile, read once by whoever makes
-    the plan, never shared; a `put` per field costs about ten plain stores."""
-
-    __slots__ = ("arguments", "call_resources", "call_threads", "inputs", "root", "scopes",
-                 "steps", "value_types")  # fmt: skip
+    __slots__ = ("arguments", "asks", "call_resources", "call_threads", "inputs", "root",
+                 "scopes", "steps", "value_types")  # fmt: skip
     root: FunctionInfo
     steps: tuple[Step, ...]
     inputs: tuple[Input, ...]
@@ -163,6 +161,7 @@ class Graph:
     """Some CALL step is a resource (entered, torn down when the call ends)."""
     call_threads: bool
     """Some CALL step is a plain sync function run in a worker thread."""
+    asks: bool  # some step may ask
 
     def __init__(
         self,
@@ -174,6 +173,7 @@ class Graph:
         scopes: frozenset[Scope],
         call_resources: bool,
         call_threads: bool,
+        asks: bool,
     ) -> None:
         self.root = root
         self.steps = steps
@@ -183,6 +183,7 @@ class Graph:
         self.scopes = scopes
         self.call_resources = call_resources
         self.call_threads = call_threads
+        self.asks = asks
 
 
 if TYPE_CHECKING:

@@ -178,6 +178,7 @@ def build_steps(
         _scope_set(scopes),
         call_resources,
         call_threads,
+        bool(wire_seen),  # each step that may ask took a wire key
     )
 
 
@@ -219,6 +220,7 @@ def join_pieces(
         scopes,
         call_resources,
         False,  # a piece has no worker-thread CALL step
+        False,  # nor one that may ask
     )
 
 
