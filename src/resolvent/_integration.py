@@ -27,6 +27,7 @@ from ._reading.annotations import (
     type_name,
     with_article,
 )
+from ._reading.kinds import is_inline
 from ._reading.signature import RESOLVE_MARKERS, register_resolve_marker
 from ._runtime.cache import LiveScope
 from ._runtime.home import spawn_home
@@ -47,7 +48,7 @@ from ._vocabulary.errors import (
     StoreUnavailable,
 )
 from ._vocabulary.log import logger
-from ._vocabulary.markers import HANDLER, INJECTED, Resolve, inline, is_inline, is_settling, settles
+from ._vocabulary.markers import HANDLER, INJECTED, Resolve, inline, is_settling, settles
 from ._vocabulary.questions import (
     Asker,
     Outcome,

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from .._graph.plan import Plan, Step
 from .._graph.registry import Registry, resolver_key
 from .._reading.annotations import type_name
-from .._reading.kinds import Kind
+from .._reading.kinds import Kind, is_inline
 from .._vocabulary.errors import ResolventError
-from .._vocabulary.markers import Resolve, is_inline
+from .._vocabulary.markers import Resolve
 from .._vocabulary.scopes import Scope
 from .launch import PLAN_CODE, Starter, cold_runner, cold_shape
 

@@ -9,9 +9,10 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from .._reading.annotations import NO_DEFAULT
-from .._reading.signature import FunctionInfo, Param, markers_epoch, read_function
+from .._reading.kinds import is_inline
+from .._reading.signature import FunctionInfo, Param, read_function
 from .._vocabulary.frozen import Frozen, put
-from .._vocabulary.markers import inline_epoch, is_inline
+from .._vocabulary.markers import ReadingEpoch
 from .._vocabulary.scopes import Scope
 from .plan import Input
 
@@ -208,11 +209,11 @@ class Registry:
         # OrderedDict, kept in use order, costs about 100 bytes more per entry, and
         # reordering a plain one on every hit grows it).
         self._readings: dict[Hashable, Provider] = {}
-        self._readings_epoch = markers_epoch()
+        self._readings_epoch = ReadingEpoch.now
         # key -> a resolver's checked expansion (`Expansion`); cleared with
         # the container's plans whenever a registration changes.
         self.expansions: dict[Hashable, Expansion] = {}
-        self._epochs = (markers_epoch(), inline_epoch())
+        self._expansions_epoch = ReadingEpoch.now
         # key -> its slot: the `Step.index` of the resolver's steps in every plan, so a
         # step holds nothing of where it sits in a plan and plans share it (below). Never
         # reused: a number, once given, names one key for the registry's life.
@@ -259,9 +260,9 @@ class Registry:
         """`expansions`, emptied first if a marker class was registered or a function
         marked `inline` since they were made: each holds the readings of the resolvers
         below it, which a later plan would otherwise take as they were."""
-        epochs = (markers_epoch(), inline_epoch())
-        if epochs != self._epochs:
-            self._epochs = epochs
+        epoch = ReadingEpoch.now
+        if epoch != self._expansions_epoch:
+            self._expansions_epoch = epoch
             self.expansions.clear()
         return self.expansions
 
@@ -297,7 +298,7 @@ class Registry:
         inline = is_inline(fn)
         scope = getattr(fn, IMPLICIT_SCOPE, Scope.CALL)
         readings = self._readings
-        epoch = markers_epoch()
+        epoch = ReadingEpoch.now
         if epoch != self._readings_epoch:  # a marker class was registered: read again
             readings.clear()
             self._readings_epoch = epoch

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin
 
 from .._vocabulary.errors import InvalidSignature
+from .._vocabulary.markers import INLINE
 from .annotations import NO_DEFAULT, describe_fn, strict_hints, with_article, wrapped_of
 
 __all__ = ("Kind", "call_kind", "kind_and_provides", "refuse_model")
@@ -99,6 +100,12 @@ def under_partials(fn: Any) -> Any:
     while isinstance(fn, functools.partial):
         fn = fn.func
     return fn
+
+
+def is_inline(fn: Any) -> bool:
+    """Whether *fn* (or the function a `functools.partial` wraps) is marked `inline`: a
+    sync resolver that runs on the event loop, not in a worker thread."""
+    return getattr(under_partials(fn), INLINE, False) is True
 
 
 def _first_arg(annotation: Any) -> Any:

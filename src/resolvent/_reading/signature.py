@@ -15,7 +15,7 @@ from typing import Annotated, Any, get_args, get_origin
 
 from .._vocabulary.errors import InvalidSignature
 from .._vocabulary.frozen import Frozen, put
-from .._vocabulary.markers import Resolve
+from .._vocabulary.markers import ReadingEpoch, Resolve
 from .._vocabulary.questions import OUTCOME_FAMILIES, OutcomeFamily
 from .annotations import (
     ANNOTATED,
@@ -40,17 +40,8 @@ RESOLVE_MARKERS: dict[type, Callable[[Any], Resolve]] = {Resolve: lambda marker:
 
 def register_resolve_marker(cls: type, convert: Callable[[Any], Resolve]) -> None:
     """Honour another library's ``Resolve``-like marker (the MCP SDK's, for one)."""
-    global _markers_epoch
     RESOLVE_MARKERS[cls] = convert
-    _markers_epoch += 1
-
-
-_markers_epoch = 0
-
-
-def markers_epoch() -> int:
-    """Changes when a marker class is registered: a reading cached before is read again."""
-    return _markers_epoch
+    ReadingEpoch.now += 1
 
 
 class Param(Frozen, compare=True):

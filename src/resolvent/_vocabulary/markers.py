@@ -17,9 +17,10 @@ else:
     # bound (a string bound compiles a ForwardRef at import).
     ModelT = TypeVar("ModelT")
 
-__all__ = ("Elicit", "Resolve", "inline", "inline_epoch", "is_inline", "is_settling", "settles")
+__all__ = ("INLINE", "Elicit", "ReadingEpoch", "Resolve", "inline", "is_settling", "settles")
 
-_INLINE = "__resolvent_inline__"
+INLINE = "__resolvent_inline__"
+"""The attribute `inline` sets; `resolvent._reading.kinds.is_inline` reads it."""
 _SETTLES = "__resolvent_settles__"
 HANDLER = "__resolvent_handler__"
 """The attribute an integration's wrapper (``resolvent.starlette.inject``) keeps the
@@ -101,9 +102,8 @@ def inline(fn: F, /) -> F:
             "  fix: remove @inline; on an @inject(container) tool, put @inline below "
             "@inject, on the def itself"
         )
-    global _inline_epoch
-    _mark(fn, _INLINE, "@inline", "a def")
-    _inline_epoch += 1
+    _mark(fn, INLINE, "@inline", "a def")
+    ReadingEpoch.now += 1
     return fn
 
 
@@ -118,20 +118,13 @@ def _mark(fn: Any, attribute: str, marker: str, wrapper: str) -> None:
         ) from None
 
 
-_inline_epoch = 0
+class ReadingEpoch:
+    """Moves on whenever what a function's reading means changes: a marker class is
+    honoured (`register_resolve_marker`) or a function is marked `inline`. A registry
+    drops the readings and expansions it made under an earlier one. Read as a class
+    attribute, so a compile asks it without a call."""
 
-
-def inline_epoch() -> int:
-    """Changes whenever `inline` marks a function: what a compile learned about how a
-    resolver runs is learned again."""
-    return _inline_epoch
-
-
-def is_inline(fn: Any) -> bool:
-    """Whether *fn* (or the function a `functools.partial` wraps) is marked `inline`."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func  # pyright: ignore[reportUnknownMemberType]
-    return getattr(fn, _INLINE, False) is True
+    now = 0
 
 
 def settles(fn: F, /) -> F:
