@@ -21,7 +21,7 @@ from .._runtime.sharing import Sharing
 from .._runtime.shield import begin
 from .._runtime.teardown import Exits, close_resources, settle
 from .._runtime.threads import abandonable
-from .._vocabulary.errors import InputRequired, ResolventError
+from .._vocabulary.errors import AnswerPending, InputRequired, ResolventError
 from .._vocabulary.questions import Asker
 from .._vocabulary.scopes import Scope
 from .deadlines import Deadlines
@@ -382,9 +382,7 @@ def _unanswered(call: Call, exc: Exception) -> bool:
     values it had made (`resolvent._runtime.sharing.landed`); the interpreter goes on
     from them, so independent questions still go out together in one round, and never
     runs the resolver of a question already waiting in this round again (`run_step`)."""
-    from .._runtime.rounds import AnswerPending  # loaded: the call is multi-round
-
-    if not isinstance(exc, AnswerPending):
+    if exc.__class__ is not AnswerPending:
         return False
     sharing = call.sharing
     if sharing is not None and sharing.failure is not None and sharing.failure[1] is exc:

@@ -19,14 +19,25 @@ from .._runtime.context import adopt, keep
 from .._runtime.resources import enter
 from .._runtime.sharing import MAKING, MISSING, Sharing, claim, release
 from .._runtime.teardown import Exits
+from .._vocabulary.errors import AnswerPending
 from .._vocabulary.questions import QUESTION_KINDS, Answered, as_outcome
 from .._vocabulary.scopes import SLOTS, Scope
 
 if TYPE_CHECKING:
     from .._graph.plan import Input, Plan, Step
+    from .._runtime.rounds import ask
     from .._runtime.sharing import CallLike
     from .._runtime.threads import in_thread
 else:
+
+    async def ask(*args: Any) -> Any:
+        """The first question loads `_runtime.rounds` (asking) and puts its `ask` in this
+        name, so later questions call it through a plain global, as if imported at the top
+        (an import statement run per question cost about 11,000 instructions)."""
+        global ask
+        from .._runtime.rounds import ask
+
+        return await ask(*args)
 
     async def in_thread(*args: Any) -> Any:
         """The first worker-thread step loads `_runtime.threads` and puts its `in_thread` in this
@@ -155,8 +166,6 @@ async def run_step(
                 obj = await obj
             value = await enter(call.exits, step, obj)
         if step.may_ask and value.__class__ in QUESTION_KINDS:
-            from .._runtime.rounds import AnswerPending, ask  # only once a resolver has asked
-
             try:
                 value = await ask(call, step, value)
             except AnswerPending:

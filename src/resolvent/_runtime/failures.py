@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._reading.annotations import type_name
-from .._vocabulary.errors import InputRequired, ResolventError
+from .._vocabulary.errors import AnswerPending, InputRequired, ResolventError
 from .._vocabulary.scopes import SLOTS, Scope
 from .sharing import landed
 
@@ -27,8 +27,10 @@ def explain(
 ) -> BaseException:
     """Add a note naming the resolver chain to step *index* (a `Step.index`; -1: none);
     turn a missing argument/value into advice."""
-    if index < 0 or isinstance(exc, (anyio.get_cancelled_exc_class(), InputRequired)):
-        return exc
+    if index < 0 or isinstance(
+        exc, (anyio.get_cancelled_exc_class(), InputRequired, AnswerPending)
+    ):
+        return exc  # nothing to explain: a cancellation, or a question waiting
     step = plan.step_at(index)
     if isinstance(exc, KeyError) and exc.args:
         missing = exc.args[0]

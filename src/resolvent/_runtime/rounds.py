@@ -5,9 +5,16 @@ multi-round asking (`Rounds`), whose answers ride an opaque state. It never runs
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from .._vocabulary.errors import AnswerTimeout, InputRequired, InvalidAnswer, ResolventError
+from .._vocabulary.errors import (
+    AnswerPending,
+    AnswerTimeout,
+    InputRequired,
+    InvalidAnswer,
+    ResolventError,
+)
 from .._vocabulary.questions import QUESTION_KINDS, Answered, Asker, Outcome, QuestionKind
 
 if TYPE_CHECKING:
@@ -28,10 +35,6 @@ if TYPE_CHECKING:
         async def answered(self, step: Step, answer: Awaitable[Any]) -> Any:
             """Await a person's *answer* to *step*'s question (outside ``call_timeout``)."""
             ...
-
-
-class AnswerPending(Exception):
-    """A question has no answer yet in this round."""
 
 
 def question_kind(question: Any) -> QuestionKind:
@@ -69,6 +72,10 @@ async def ask(call: Asking | None, step: Step, question: Any) -> Answered:
     )
 
 
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
+"""No answers, no state: what a first round reads (never written)."""
+
+
 class Rounds:
     """Multi-round asking: questions are batched per round, answers ride an opaque state.
 
@@ -96,9 +103,13 @@ class Rounds:
         state: str | None,
         answer_timeout: float | None = None,
     ) -> None:
-        self.answers = dict(answers) if answers else {}
-        # A first round carries no state: nothing to decode.
-        self.recorded, self.asked = self._decode(state) if state else ({}, {})
+        self.answers: Mapping[str, Any] = dict(answers) if answers else _NOTHING
+        self.recorded: Mapping[str, dict[str, Any]]
+        self.asked: Mapping[str, str]
+        if state:
+            self.recorded, self.asked = self._decode(state)
+        else:  # a first round: nothing to decode, nothing answered
+            self.recorded = self.asked = _NOTHING
         self.pending: dict[str, Any] = {}
         self.asking: dict[str, str] = {}
         self.persist: dict[str, dict[str, Any]] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = (
+    "AnswerPending",
     "AnswerTimeout",
     "CallTimeout",
     "InputRequired",
@@ -140,6 +141,13 @@ class InvalidAnswer(ResolventError):
         the *parameter* its value was for)."""
         where = step_name if parameter is None else f"{step_name} (for parameter {parameter!r})"
         return cls(f"{where}: {exc}", resolver=wire_key, detail=exc.detail, parameter=parameter)
+
+
+class AnswerPending(Exception):
+    """A question has no answer yet in this round of a multi-round call. Never reaches a
+    caller: the interpreter marks the value pending, and a resolution by generated code
+    hands over to the interpreter there (`Call._resolve`); the round ends in
+    `InputRequired`."""
 
 
 class InputRequired(ResolventError):
