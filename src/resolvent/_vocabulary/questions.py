@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from weakref import WeakKeyDictionary
 
 from .errors import InvalidAnswer, NotAccepted
 from .frozen import Frozen, put
@@ -184,7 +185,18 @@ def normalize_outcome(outcome: Any, schema: type[BaseModel], where: str) -> Outc
 
 
 def _elicit_digest(question: Elicit[Any]) -> str:
-    return digest_json({"message": question.message, "schema": question.schema.model_json_schema()})
+    schema = question.schema
+    shown = _SCHEMAS.get(schema)
+    if shown is None:
+        shown = _SCHEMAS[schema] = schema.model_json_schema()
+    return digest_json({"message": question.message, "schema": shown})
+
+
+_SCHEMAS: WeakKeyDictionary[type[BaseModel], dict[str, Any]] = WeakKeyDictionary()
+"""Each question schema's JSON schema, made once per class: pydantic builds it anew on
+every call (about 870,000 instructions for a one-field model), and every round of a
+multi-round call digests each question it meets. Only digests read it; a class that is
+gone takes its entry with it."""
 
 
 async def _elicit_ask(asker: Asker, question: Elicit[Any]) -> Outcome:
