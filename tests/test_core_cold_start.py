@@ -176,6 +176,24 @@ async def test_a_plan_turns_hot_and_run_starts_its_generated_code() -> None:
         assert await container.run(handler, user_id="v") == "cfg:v|cfg:v|cfg:"
 
 
+async def test_an_integrations_plan_is_interpreted_exactly_hot_after_times() -> None:
+    # The run an integration starts with framework values (an MCP tool taking its
+    # Context): its first `HOT_AFTER` calls are interpreted, the next one generates code.
+    from resolvent._container.launch import HOT_AFTER, app_and_call, is_cold
+
+    settings, handler, _ = _tiered()
+    container = Container()
+    container.provide(settings, scope=Scope.APP)
+    plan = container.compile(handler)
+    async with container:
+        scopes = app_and_call(container._app)
+        for _ in range(HOT_AFTER):
+            assert is_cold(plan.run_fn)
+            assert await plan.run_fn({"user_id": "u"}, {}, scopes, handler) == "cfg:u|cfg:u|cfg:"
+        assert await plan.run_fn({"user_id": "v"}, {}, scopes, handler) == "cfg:v|cfg:v|cfg:"
+        assert not is_cold(plan.run_fn)
+
+
 async def test_a_call_scope_runs_the_generated_code_at_once() -> None:
     from resolvent._container.launch import is_cold
 
