@@ -13,13 +13,13 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from .._engine.interpreter import interpret
-from .._graph.plan import Plan, Step
+from .._graph.plan import Plan
 from .._reading.annotations import with_article
 from .._runtime.cache import LiveScope
 from .._runtime.kept import settle_writes
-from .._runtime.sharing import Sharing
+from .._runtime.sharing import Sharing, fly, land, unpack
 from .._runtime.shield import begin
-from .._runtime.teardown import Exits, close_resources, settle
+from .._runtime.teardown import Exits, close_now, settle
 from .._runtime.threads import abandonable
 from .._vocabulary.errors import AnswerPending, InputRequired, ResolventError
 from .._vocabulary.questions import Asker
@@ -81,6 +81,7 @@ class Call(Deadlines):
         "concurrent",
         "exits",
         "flight",
+        "made",
         "rounds",
         "sharing",
         "values",
@@ -110,15 +111,17 @@ class Call(Deadlines):
         self.rounds: Rounds | None = None
         if rounds or answers or state:
             self.rounds = Rounds(answers, state, container.answer_timeout)
-        self.exits: list[tuple[Step, Any]] = Exits()
+        self.exits = Exits()
         self.cache: dict[Hashable, Any] = {}
+        # What the generated resolution made, kept aside (see `resolvent._runtime.sharing.record`).
+        self.made: tuple[tuple[Hashable, ...], tuple[Any, ...]] | None = None
         # Several tasks may resolve in one call at once (see `resolvent._runtime.sharing.Sharing`):
         # the generated resolution in flight, and what the others share.
         self.flight: Plan | None = None
         self.sharing: Sharing | None = None
         self._state = _NEW
         self._deadline = None  # the deadlines' (see `Deadlines`)
-        self._paused = []
+        self._paused = None  # a list only while a question pauses the deadline
 
     async def __aenter__(self) -> Call:
         if self._state is not _NEW:
@@ -126,7 +129,7 @@ class Call(Deadlines):
         self._state = _OPEN
         # Branches and deadlines open cancel scopes around resolvers; resources are then
         # held by tasks of their own so their setup and teardown share a task.
-        exits: Exits = self.exits  # type: ignore[assignment]  # an `Exits`; no `cast` call
+        exits = self.exits
         if self.concurrent or self._container._call_timeout is not None:
             await exits.open(holders=True)
         else:
@@ -135,17 +138,22 @@ class Call(Deadlines):
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self._state = _CLOSED
-        self.cache.clear()
+        if self.cache:
+            self.cache.clear()
+        self.made = None
         exits = self.exits
-        if isinstance(exits, Exits):
-            if not exits and exits.guard.__class__ is tuple:
-                # Nothing to close and no scope entered: what `close` does then.
-                exits.closed = True
-                exits.guard = None
-                return
-            await exits.close(exc)
-        elif exits:
-            settle(exc, await close_resources(exits, exc))
+        guard = exits.guard
+        if guard.__class__ is tuple:
+            # No scope entered (the lazy shield): what `Exits.close` does then, without
+            # a coroutine of its own.
+            exits.closed = True
+            exits.guard = None
+            if exits:
+                left = close_now(exits, exc, guard)
+                if left is not None:
+                    settle(exc, await left)
+            return
+        await exits.close(exc)
 
     def _scopes(self) -> tuple[Any, ...]:
         """The scopes this call resolves in, as the tuple a plan's code takes (see
@@ -175,7 +183,8 @@ class Call(Deadlines):
         """
         if self._state is not _OPEN:
             raise _misuse(self, "resolve", plan)
-        args = EMPTY if args is None else args
+        if args is None:
+            args = EMPTY
         container = self._container
         scopes = (container._app, self._session, self)  # `_scopes`, inline: every call's path
         if isinstance(plan, Plan):
@@ -203,11 +212,12 @@ class Call(Deadlines):
             return await self._resolve_within(plan, args, timeout)
         if (
             (not self.concurrent or not plan.overlaps)
+            and self.made is None
             and not self.cache
             and self.flight is None
             and self.sharing is None
         ):
-            # `_resolve`'s generated path (`_fly` inline), without a coroutine of its own.
+            # `_resolve`'s generated path (`fly` inline), without a coroutine of its own.
             self.flight = plan
             try:
                 result: dict[str, Any] = await (plan._generated or plan.resolve_fn)(
@@ -215,7 +225,7 @@ class Call(Deadlines):
                 )
             finally:
                 if self.flight is plan:
-                    self._land(plan)
+                    land(self, plan)
             return result
         return await self._resolve(plan, args)
 
@@ -237,35 +247,15 @@ class Call(Deadlines):
         """
         await settle_writes(self.exits, exc)
 
-    def record(self, made: dict[Hashable, Any]) -> None:
-        """The generated resolution in flight made *made* (its CALL values): it landed."""
-        self.cache.update(made)
-        self.flight = None
-        if self.sharing is not None:
-            self.sharing.wake()
-
-    def _fly(self, plan: Plan) -> bool:
-        """Whether *plan* may resolve with generated code, as the call's only resolution
-        (its flight); it then is."""
-        if self.cache or self.flight is not None or self.sharing is not None:
-            return False
-        self.flight = plan
-        return True
-
-    def _land(self, plan: Plan) -> None:
-        """The flight ended with no CALL value to record, or failed before `fail` saw it."""
-        if self.flight is plan:
-            self.flight = None
-            if self.sharing is not None:
-                self.sharing.wake()
-
     async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]:
+        if self.made is not None:
+            unpack(self)  # the interpreter reads `cache`
         scopes = (self._container._app, self._session, self)  # `_scopes`, inline
         # Branches only where two steps could overlap (`Plan.overlaps`); else the
         # sequential code, which gives the same values in the same order.
         concurrent = self.concurrent and plan.overlaps
         if not concurrent and not self.cache and self.flight is None and self.sharing is None:
-            # Generated code (`_fly`, inline), in a multi-round call too: up to a
+            # Generated code (`fly`, inline), in a multi-round call too: up to a
             # question with no answer yet, where the interpreter goes on (`_unanswered`).
             self.flight = plan
             try:
@@ -279,7 +269,7 @@ class Call(Deadlines):
                 return result
             finally:
                 if self.flight is plan:  # not recorded (`record`) nor landed by a failure
-                    self._land(plan)
+                    land(self, plan)
         return await interpret(plan, self, args, self.values, scopes, concurrent=concurrent)
 
     @overload
@@ -316,15 +306,17 @@ class Call(Deadlines):
             self.rounds is None
             and (not self.concurrent or not plan.overlaps)
             and container.call_timeout is None
-            and self._fly(plan)
+            and fly(self, plan)
         ):
             try:
                 return await plan.run_fn(kwargs, self.values, scopes, plan.fn)
             finally:
-                self._land(plan)
+                land(self, plan)
         # Resolved here (the interpreter, a deadline, concurrent branches, another
         # resolution in flight): as the plan's code says (`run_here`, in the call's span
         # for a plan compiled traced).
+        if self.made is not None:
+            unpack(self)
         return await plan.code.run_in(self, plan, kwargs)
 
     async def run_here(self, plan: Plan, kwargs: dict[str, Any]) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from sys import modules as _modules
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 
@@ -61,10 +61,10 @@ class Deadlines:
     __slots__ = ("_deadline", "_paused")
 
     _deadline: anyio.CancelScope | None  # call_timeout's, while resolving
-    _paused: list[float]  # [deadline, paused at, waiting answers] while paused
+    _paused: list[float] | None  # [deadline, paused at, waiting answers] while paused
     if TYPE_CHECKING:  # `Call`'s, which the deadlines read
         _container: CallHost
-        exits: list[tuple[Step, Any]]
+        exits: Exits
 
         async def _resolve(self, plan: Plan, args: Mapping[str, Any]) -> dict[str, Any]: ...
 
@@ -75,7 +75,7 @@ class Deadlines:
         cancelled: BaseException | None = None
         try:
             with anyio.fail_after(seconds) as scope:
-                cast(Exits, self.exits).deadline = scope.deadline
+                self.exits.deadline = scope.deadline
                 self._deadline = scope
                 try:
                     return await self._resolve(plan, args)
@@ -105,11 +105,12 @@ class Deadlines:
         bound = self._container.answer_timeout
         if scope is None and bound is None:
             return await answer
-        paused = self._paused
+        paused = None
         if scope is not None:
-            if not paused:  # the first of the questions waiting at once
-                paused[:] = [scope.deadline, anyio.current_time(), 0]
-                scope.deadline = cast(Exits, self.exits).deadline = math.inf
+            paused = self._paused
+            if paused is None:  # the first of the questions waiting at once
+                paused = self._paused = [scope.deadline, anyio.current_time(), 0]
+                scope.deadline = self.exits.deadline = math.inf
             paused[2] += 1
         try:
             if bound is None:
@@ -118,12 +119,12 @@ class Deadlines:
                 return await answer
             raise AnswerTimeout(bound, step.name, step.param)
         finally:
-            if scope is not None:
+            if scope is not None and paused is not None:
                 paused[2] -= 1
                 if not paused[2]:
                     deadline = paused[0] + (anyio.current_time() - paused[1])
-                    scope.deadline = cast(Exits, self.exits).deadline = deadline
-                    paused.clear()
+                    scope.deadline = self.exits.deadline = deadline
+                    self._paused = None
 
 
 def timed_out(plan: Plan, timeout: float, cancelled: BaseException) -> CallTimeout:

@@ -362,6 +362,7 @@ class _NoCall:
 
     __slots__ = ("cache", "sharing")
     exits: Any = None
+    made: tuple[tuple[Hashable, ...], tuple[Any, ...]] | None = None
     flight: Plan | None = None
     rounds: Rounds | None = None
     asker: Asker | None = None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .._graph.plan import direct_shape, keep_shared
 from .._runtime.failures import fail
 from .._runtime.resources import enter, hold, open_resource
-from .._runtime.sharing import MISSING
+from .._runtime.sharing import MISSING, record
 from .._runtime.teardown import GENERATED_NAMES
 from .._vocabulary.questions import QUESTION_KINDS, Answered, as_outcome
 from .._vocabulary.scopes import Scope
@@ -85,6 +85,7 @@ def generate(
         ns.update(values=_NO_VALUES, call=None, body=body)
     ns.update(
         MISSING=MISSING,
+        record=record,
         Answered=Answered,
         QT=QUESTION_KINDS,
         as_outcome=as_outcome,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
 from .._runtime.resources import plain_cell
+from .._runtime.sharing import emit_record
 from .._runtime.teardown import emit_close, emit_open
 from .._vocabulary.scopes import CALL_SLOT, SLOTS, Scope
 
@@ -387,9 +388,14 @@ class Body:
         for text, index in body:
             w.emit(f"{pad}    {text}", index)
         if call_steps and not direct and not entry:
-            # A call scope reused for another plan must not run these again.
-            record = ", ".join(f"{w.const('K', s.key)}: v{s.index}" for s in call_steps)
-            w.emit(f"        if call is not None: call.record({{{record}}})")
+            # A call scope reused for another plan must not run these again: their keys
+            # (one tuple, shared by every call) and their values, which the call makes
+            # into its cache only if another resolution needs them.
+            keys = w.const("K", tuple(s.key for s in call_steps))
+            made = ", ".join(f"v{s.index}" for s in call_steps) + (
+                "," if len(call_steps) == 1 else ""
+            )
+            emit_record(w.emit, keys, f"({made})")
         if variant == "resolve":
             results = ", ".join(f"{i.name!r}: {expr(w, i, self.at, root_name)}" for i in inputs)
             w.emit(f"        return {{{results}}}")

@@ -4,7 +4,7 @@ made once, by the first to ask, and the others wait for it. It never makes a val
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -22,8 +22,13 @@ __all__ = (
     "Creation",
     "Sharing",
     "claim",
+    "emit_record",
+    "fly",
+    "land",
     "landed",
+    "record",
     "release",
+    "unpack",
 )
 
 MISSING: Any = object()
@@ -40,8 +45,11 @@ if TYPE_CHECKING:
     class CallLike(Asking, Protocol):
         """What the executor needs of a call scope (implemented by `resolvent.Call`)."""
 
-        exits: list[tuple[Step, Any]]
+        @property
+        def exits(self) -> list[tuple[Step, Any]]: ...
+
         cache: dict[Hashable, Any]
+        made: tuple[tuple[Hashable, ...], tuple[Any, ...]] | None  # see `record`
         flight: Plan | None
         sharing: Sharing | None
 
@@ -138,6 +146,63 @@ def release(call: CallLike, key: Hashable, error: BaseException | None) -> None:
     if error is not None and not isinstance(error, anyio.get_cancelled_exc_class()):
         creation.error = error  # a cancelled maker's waiters make the value themselves
     creation.done.set()
+
+
+def fly(call: CallLike, plan: Plan) -> bool:
+    """Whether *plan* may resolve in *call* with generated code, as the call's only
+    resolution (its flight); it then is."""
+    if call.made is not None or call.cache or call.flight is not None or call.sharing is not None:
+        unpack(call)  # for the resolution that goes on without generated code
+        return False
+    call.flight = plan
+    return True
+
+
+def record(call: CallLike, keys: tuple[Hashable, ...], values: tuple[Any, ...]) -> None:
+    """The generated resolution in flight in *call* made *values*, the CALL values of
+    *keys* (in the same order): it landed. What generated code calls.
+
+    If nobody else resolved in the call meanwhile (the interpreter sets ``sharing``
+    first), the values are kept aside as given (``made``) and go into ``cache`` only once
+    another resolution in the call needs them (`unpack`), which most calls never start."""
+    call.flight = None
+    sharing = call.sharing
+    if sharing is None and call.made is None and not call.cache:  # see `emit_record`
+        call.made = (keys, values)
+        return
+    unpack(call)
+    call.cache.update(zip(keys, values, strict=True))
+    if sharing is not None:
+        sharing.wake()
+
+
+def emit_record(emit: Callable[[str], None], keys: str, values: str) -> None:
+    """The lines of generated code that do what ``record(call, keys, values)`` does (for
+    a ``call`` that may be None: then nothing), its common case in line: nobody else
+    resolved in the call. *keys* and *values* are the code's expressions for the tuples."""
+    emit("        if call is None: pass")
+    emit("        elif call.sharing is None and call.made is None and not call.cache:")
+    emit("            call.flight = None")
+    emit(f"            call.made = ({keys}, {values})")
+    emit(f"        else: record(call, {keys}, {values})")
+
+
+def unpack(call: CallLike) -> None:
+    """Put the values `record` kept aside into *call*'s cache, before another resolution
+    reads it."""
+    made = call.made
+    if made is not None:
+        call.made = None
+        call.cache.update(zip(*made, strict=True))
+
+
+def land(call: CallLike, plan: Plan) -> None:
+    """The flight *plan* ended with no CALL value to record, or failed before `fail`
+    saw it (see `landed`)."""
+    if call.flight is plan:
+        call.flight = None
+        if call.sharing is not None:
+            call.sharing.wake()
 
 
 def landed(call: CallLike, plan: Plan, index: int, error: BaseException, local: Any) -> None:
