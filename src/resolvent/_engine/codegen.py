@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._graph.plan import direct_shape, keep_shared
 from .._runtime.failures import fail
-from .._runtime.resources import enter, hold, open_resource
+from .._runtime.resources import enter, hold, open_resource, opened_too_late
 from .._runtime.sharing import MISSING, record
 from .._runtime.teardown import GENERATED_NAMES
 from .._vocabulary.questions import QUESTION_KINDS, Answered, as_outcome
@@ -95,6 +95,7 @@ def generate(
         fail=fail,
         PLAN=plan_ref,
         open_=open_resource,
+        too_late=opened_too_late,
         BODY=body,
         **GENERATED_NAMES,  # what the generated teardown calls (see `emit_close`)
     )

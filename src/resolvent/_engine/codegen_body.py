@@ -323,8 +323,8 @@ class Body:
                 continue
             if step.kind.is_resource:
                 factory = f"{'await ' if step.awaits else ''}{fn}({given})"
+                r = f"r{step.index}"
                 if direct:  # set up here; torn down by `close_now` below
-                    r = f"r{step.index}"
                     pad = ""
                     held = (
                         step.kind is Kind.ASYNC_GENERATOR or step.kind is Kind.ASYNC_CONTEXT_MANAGER
@@ -358,6 +358,23 @@ class Body:
                         body.append((f"exits.append(({s}, {r}))", step.index))
                     # Not listed in `exits` (only a holder cancelled while opening is, by
                     # `hold`): the teardown below knows them, and a failure lists those open.
+                elif step.kind is Kind.ASYNC_GENERATOR or step.kind is Kind.ASYNC_CONTEXT_MANAGER:
+                    # In the call scope's exits, what `enter` does for one known to hold
+                    # no cancel scope open, in a call with no holder tasks (no deadline,
+                    # no branches), in line; anything else is `enter`'s.
+                    k = w.const("P", plain_cell(step))
+                    body.append((f"if {k}[0] and exits.group is None:", step.index))
+                    body.append((f"    {r} = {factory}", step.index))
+                    if step.kind is Kind.ASYNC_GENERATOR:
+                        body.append((f"    try: {v} = await {r}.__anext__()", step.index))
+                        body.append(("    except StopAsyncIteration:", step.index))
+                        body.append((f"        {v} = await open_({s}, {r})", step.index))
+                    else:
+                        body.append((f"    {v} = await {r}.__aenter__()", step.index))
+                    body.append((f"    if exits.closed: await too_late({s}, {r})", step.index))
+                    body.append((f"    exits.append(({s}, {r}))", step.index))
+                    body.append(("else:", step.index))
+                    body.append((f"    {v} = await enter(exits, {s}, {factory})", step.index))
                 else:
                     body.append((f"{v} = await enter(exits, {s}, {factory})", step.index))
             elif step.kind is Kind.ASYNC:

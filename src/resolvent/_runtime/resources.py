@@ -37,7 +37,7 @@ else:
         return await abandonable(*args)
 
 
-__all__ = ("Holder", "enter", "hold", "open_resource", "plain_cell")
+__all__ = ("Holder", "enter", "hold", "open_resource", "opened_too_late", "plain_cell")
 
 
 _EMPTY_CONTEXT = contextvars.Context()
@@ -349,6 +349,7 @@ async def _open(step: Step, obj: Any, holder: Holder | None = None, *, shared: b
 
 
 open_resource = _open  # for generated code
+opened_too_late = _opened_too_late  # for generated code
 
 
 class _ThreadedSetup:
