@@ -178,6 +178,47 @@ async def test_the_caller_s_variables_reach_every_resolver(mode: str) -> None:
     assert seen == ["caller", "caller"]
 
 
+@pytest.mark.parametrize("waits", ["request", "tenant"])
+async def test_branches_resources_reset_their_variables_after_a_concurrent_call(
+    waits: str,
+) -> None:
+    """Two branches each open a resource that sets a variable around its ``yield``; one
+    (*waits*) opens after the other, whose branch has finished, and still has a step to go
+    (in the caller's task or a branch task). The handler sees both variables, and after
+    the call both are back to the caller's."""
+    opened = {name: anyio.Event() for name in ("request", "tenant")}
+
+    def tagging(name: str, var: ContextVar[str]) -> Callable[[], AsyncIterator[str]]:
+        async def tag() -> AsyncIterator[str]:
+            token = var.set(name)
+            opened[name].set()
+            if name == waits:  # the other opens first
+                await opened["tenant" if name == "request" else "request"].wait()
+            yield name
+            var.reset(token)
+
+        tag.__name__ = tag.__qualname__ = name
+        return tag
+
+    by_request, by_tenant = tagging("request", request_id), tagging("tenant", tenant)
+
+    async def after_request(t: Annotated[str, Resolve(by_request)]) -> str:
+        return f"{t} {request_id.get()} {tenant.get()}"
+
+    async def after_tenant(t: Annotated[str, Resolve(by_tenant)]) -> str:
+        return f"{t} {request_id.get()} {tenant.get()}"
+
+    async def handler(
+        x: Annotated[str, Resolve(after_request)], y: Annotated[str, Resolve(after_tenant)]
+    ) -> str:
+        return f"{request_id.get()} {tenant.get()}"
+
+    container = Container(concurrent=True)
+    with anyio.fail_after(5):  # only catches a hang
+        assert await container.run(handler) == "request tenant"
+    assert (request_id.get(), tenant.get()) == ("-", "-")
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("scope", [Scope.APP, Scope.SESSION])
 async def test_shared_resources_reset_their_variable_in_their_own_context(

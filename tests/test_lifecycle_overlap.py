@@ -295,9 +295,9 @@ async def test_branches_that_can_overlap_still_do(way: str) -> None:
 @pytest.mark.parametrize("way", WAYS)
 async def test_a_branch_goes_on_with_the_step_it_made_ready(way: str, last: str) -> None:
     """a and b run at once, and one finishes last (events, no sleeps): c, which needs
-    both, runs in that one's task, not a task of its own nor the caller's, and sees what
-    both set in context variables; where both set one, the last to finish wins, for c
-    and for the handler."""
+    both, runs in that one's task, not a task of its own (the caller runs one of a and b
+    itself), and sees what both set in context variables; where both set one, the last
+    to finish wins, for c and for the handler."""
     own: dict[str, contextvars.ContextVar[str]] = {
         n: contextvars.ContextVar(n, default="-") for n in "ab"
     }
@@ -339,7 +339,8 @@ async def test_a_branch_goes_on_with_the_step_it_made_ready(way: str, last: str)
             assert await run_in(way, container, handler) == f"ab ab {last}{round_}"
         assert seen == {"a": "a", "b": "b", "shared": f"{last}{round_}"}
         assert tasks["a"] != tasks["b"]
-        assert tasks["c"] == tasks[last] != anyio.get_current_task().id
+        assert anyio.get_current_task().id in (tasks["a"], tasks["b"])  # a task fewer
+        assert tasks["c"] == tasks[last]
 
 
 @pytest.mark.parametrize("kind", ["async", "worker thread", "inline"])

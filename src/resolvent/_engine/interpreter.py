@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import contextvars
 import functools
+from asyncio import get_running_loop
 from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import anyio
+from anyio.lowlevel import checkpoint
 
 from .._graph.overlap import on_loop
 from .._reading.annotations import NO_DEFAULT
@@ -340,11 +342,11 @@ async def run_concurrently(
     Until two steps that may wait are ready at once (a chain, the root of a diamond, a
     plain function run on the loop, which nothing could overlap), each runs in the
     calling task, as the interpreter runs it step by step, and no task group is entered.
-    Then it enters one, starts a branch task for each ready step and waits for them: a
-    branch that finishes a step goes on with a step it made ready (a plain function on
-    the loop first) and starts a task for each other one, so a step never waits for the
-    calling task to start it, and a task is made only for a step that can overlap the
-    one its maker goes on with.
+    Then it enters one, starts a branch task for each ready step but the first and runs
+    that one's branch itself: a branch that finishes a step goes on with a step it made
+    ready (a plain function on the loop first) and starts a task for each other one, so
+    a step never waits for another branch to start it, and a task is made only for a
+    step that can overlap the one its maker goes on with.
 
     A call opened with ``async with`` holds each resource in a task of its own (see
     `Exits`), so resources set up in a branch are torn down in the task that set them
@@ -352,7 +354,9 @@ async def run_concurrently(
     itself (later ones are attached as notes). Every branch task runs in a copy of the
     context of the task that started it; what a step sets there is seen by every step
     that starts after it finishes, in any branch, and by the calling task once all are
-    done, in the order the steps finished (the last one wins).
+    done, in the order the steps finished (the last one wins). What the calling task
+    took from the others while it ran its own branch is undone first, so that what a
+    resource set is undone at the call's close back to the caller's value.
     """
     shape = plan.branches  # worked out once per plan
     steps, dependents = shape.steps, shape.dependents  # by index (a slot: see `Step`)
@@ -415,10 +419,18 @@ async def run_concurrently(
     changes: list[tuple[int, contextvars.Context, contextvars.Context]] = []
     copy_context = contextvars.copy_context
 
-    async def branch(index: int, seen: int) -> None:
+    # What the calling task adopted from the branch tasks while it ran a branch itself:
+    # undone before every change is adopted in order below, so that a resource's change
+    # is undone at the call's close back to the caller's own value.
+    adopted: list[contextvars.Token[Any]] = []
+
+    async def branch(
+        index: int, seen: int, tokens: list[contextvars.Token[Any]] | None = None
+    ) -> None:
         # What this task runs next, the last first: the plain functions on the loop it
         # made ready (nothing could overlap them), then at most one step that waits,
         # first in the list. Each other step it makes ready gets a task of its own.
+        # *tokens* is `adopted` when this is the calling task.
         here = [index]
         waits = True  # whether one in `here` waits
         while here:
@@ -426,7 +438,9 @@ async def run_concurrently(
             if not here:
                 waits = False
             while seen < len(changes):  # what finished since, in order (its own too)
-                adopt(*changes[seen][1:])
+                set_here = adopt(*changes[seen][1:])
+                if tokens is not None:
+                    tokens += set_here
                 seen += 1
             base = copy_context()
             try:  # `run`, in line: a coroutine fewer per step
@@ -452,10 +466,24 @@ async def run_concurrently(
 
     try:
         async with anyio.create_task_group() as group:
+            # The first ready step's branch runs here: a task fewer, and the calling
+            # task would only wait otherwise.
+            first = ready.popleft()
             while ready:
                 group.start_soon(branch, ready.popleft(), 0, name=_BRANCH)
+            # Every branch starts before any goes on past its first wait, as when each
+            # had a task: asyncio runs a task started here before this one resumes,
+            # trio runs a turn's tasks in either order, so there this one waits a turn.
+            try:
+                get_running_loop()
+            except RuntimeError:
+                await checkpoint()
+            await branch(first, 0, adopted)
     except BaseExceptionGroup as group_error:
         raise _original(group_error, failures) from None
+    finally:
+        for token in reversed(adopted):
+            token.var.reset(token)
     for index, base, changed in changes:
         step = steps[index]
         if step.kind.is_resource:  # undone when the call closes
