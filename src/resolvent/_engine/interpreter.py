@@ -9,7 +9,7 @@ import functools
 from asyncio import get_running_loop
 from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 from anyio.lowlevel import checkpoint
@@ -480,7 +480,9 @@ async def run_concurrently(
                 await checkpoint()
             await branch(first, 0, adopted)
     except BaseExceptionGroup as group_error:
-        raise _original(group_error, failures) from None
+        from .._runtime.failures import first_failure  # only when something failed
+
+        raise first_failure(group_error, failures) from None
     finally:
         for token in reversed(adopted):
             token.var.reset(token)
@@ -493,26 +495,3 @@ async def run_concurrently(
 
 
 _BRANCH = "resolvent branch"  # a branch task's name: anyio reads a function's name otherwise
-
-
-def _original(
-    group: BaseExceptionGroup[BaseException], failures: list[BaseException] | None = None
-) -> BaseException:
-    """The real error inside a task group's exception group: the first of *failures*
-    (in the order they happened) if it is there, else the only one; else the group."""
-    cancelled = anyio.get_cancelled_exc_class()
-    leaves: list[BaseException] = []
-    stack: list[BaseException] = [group]
-    while stack:
-        error = stack.pop()
-        if isinstance(error, BaseExceptionGroup):
-            stack.extend(cast("BaseExceptionGroup[BaseException]", error).exceptions)
-        elif not isinstance(error, cancelled):
-            leaves.append(error)
-    if not leaves:
-        return group  # only cancellations: let the cancelling scope catch them
-    first = next((f for f in failures or () if any(f is leaf for leaf in leaves)), leaves[-1])
-    for leaf in leaves:
-        if leaf is not first:
-            first.add_note(f"resolvent: another branch failed at the same time: {leaf!r}")
-    return first

@@ -1,12 +1,13 @@
 """What a failure inside a plan says: the resolver chain as a note, a missing call argument
 or framework value as advice with a fix; and a plan started where a scope it needs is not
-open, with how to open it (`not_open`). It never catches, retries or swallows an error.
+open, with how to open it (`not_open`); which of concurrent branches' failures is raised
+(`first_failure`). It never catches, retries or swallows an error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from .._graph.plan import Plan
     from .sharing import CallLike
 
-__all__ = ("explain", "fail", "not_open")
+__all__ = ("explain", "fail", "first_failure", "not_open")
 
 
 def explain(
@@ -145,3 +146,26 @@ what, in what, and the fix."""
 
 _CALL, _APP = Scope.CALL, Scope.APP
 _APP_SLOT = SLOTS[_APP]
+
+
+def first_failure(
+    group: BaseExceptionGroup[BaseException], failures: list[BaseException] | None = None
+) -> BaseException:
+    """The real error inside a task group's exception group: the first of *failures*
+    (in the order they happened) if it is there, else the only one; else the group."""
+    cancelled = anyio.get_cancelled_exc_class()
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        error = stack.pop()
+        if isinstance(error, BaseExceptionGroup):
+            stack.extend(cast("BaseExceptionGroup[BaseException]", error).exceptions)
+        elif not isinstance(error, cancelled):
+            leaves.append(error)
+    if not leaves:
+        return group  # only cancellations: let the cancelling scope catch them
+    first = next((f for f in failures or () if any(f is leaf for leaf in leaves)), leaves[-1])
+    for leaf in leaves:
+        if leaf is not first:
+            first.add_note(f"resolvent: another branch failed at the same time: {leaf!r}")
+    return first
