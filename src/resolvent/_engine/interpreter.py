@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-from asyncio import get_running_loop
 from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -474,6 +473,8 @@ async def run_concurrently(
             # Every branch starts before any goes on past its first wait, as when each
             # had a task: asyncio runs a task started here before this one resumes,
             # trio runs a turn's tasks in either order, so there this one waits a turn.
+            from asyncio import get_running_loop  # not at import: it loads logging
+
             try:
                 get_running_loop()
             except RuntimeError:
