@@ -473,10 +473,10 @@ async def run_concurrently(
             # Every branch starts before any goes on past its first wait, as when each
             # had a task: asyncio runs a task started here before this one resumes,
             # trio runs a turn's tasks in either order, so there this one waits a turn.
-            from asyncio import get_running_loop  # not at import: it loads logging
+            import asyncio  # not at import: it loads logging (no `from`: a fromlist costs)
 
             try:
-                get_running_loop()
+                asyncio.get_running_loop()
             except RuntimeError:
                 await checkpoint()
             await branch(first, 0, adopted)
