@@ -8,7 +8,10 @@ import pytest
 
 from resolvent import Container, Session
 
-# generated plan, the interpreter (a multi-round call), concurrent branches, call_timeout
+# Generated code from the first call; a multi-round call ("interpreter": the generated
+# code up to a question with no answer, then the interpreter); concurrent branches (a plan
+# with nothing to overlap takes a default container's path: its first calls interpreted,
+# `cold_runner`); a call scope with a deadline.
 MODES = ["generated", "interpreter", "concurrent", "timeout"]
 
 
@@ -18,8 +21,7 @@ def make_container(mode: str) -> Container:
     container = Container(**options.get(mode, {}))
     if mode == "generated":
         # A plan's first calls are interpreted, then its code generated (see
-        # `cold_runner`); this mode runs the generated code from the first call, and
-        # the interpreter mode covers the interpreter.
+        # `cold_runner`); this mode runs the generated code from the first call.
         container._plans.tiered = False
     return container
 
