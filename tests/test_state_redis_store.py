@@ -83,7 +83,7 @@ async def test_a_failure_names_the_server_as_given_or_by_its_address(valkey_url:
 
 
 # "timeout: seconds one operation may take": a bound of zero seconds or less is refused.
-@pytest.mark.parametrize("timeout", [0, -1.0, float("nan")])
+@pytest.mark.parametrize("timeout", [0, -1.0, float("nan"), float("inf")])
 async def test_a_timeout_that_is_not_positive_is_refused(valkey_url: str, timeout: float) -> None:
     import coredis
 
@@ -93,7 +93,7 @@ async def test_a_timeout_that_is_not_positive_is_refused(valkey_url: str, timeou
     with pytest.raises(ValueError) as caught:
         RedisStore(client, timeout=timeout)
     assert str(caught.value) == (
-        f"RedisStore: timeout must be positive seconds, not {timeout!r}\n"
+        f"RedisStore: timeout must be a positive, finite number of seconds, not {timeout!r}\n"
         "  fix: pass timeout= the seconds one operation may take, above 0"
     )
 
@@ -186,6 +186,21 @@ async def test_a_lease_request_judged_late_on_a_stale_clock_is_asked_again(
         assert await store.load(KEY, 60, "editor", 30) == VALUE
         assert await other_holds_it(store)
         assert await store.renew(KEY, "editor", 30)
+
+
+# A call whose deadline passed while its task waited for its turn asks for no lease: its
+# cancellation reaches it before the request leaves, and the value stays free.
+async def test_a_lease_request_of_a_caller_that_gave_up_is_never_sent(valkey_url: str) -> None:
+    from resolvent.redis import RedisStore
+
+    async with RedisStore.connect(valkey_url, prefix=prefix(), timeout=TIMEOUT) as store:
+        await store.create(KEY, VALUE, 60, 60)
+        await store.renew(KEY, "nobody", 30)  # the server's clock is read
+        with anyio.CancelScope() as scope:
+            scope.cancel()  # as a deadline that passed, not yet told to the task
+            await store.load(KEY, 60, "gone", 30)
+        assert scope.cancelled_caught
+        assert await store.load(KEY, 60, "editor", 30) == VALUE  # free: nothing was taken
 
 
 @pytest.fixture

@@ -17,11 +17,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import math
 import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import coredis
 import coredis.exceptions
 import coredis.retry
@@ -230,10 +232,10 @@ class RedisStore:
         timeout: float = _TIMEOUT,
         name: str | None = None,
     ) -> None:
-        if not timeout > 0:
+        if not 0 < timeout < math.inf:
             raise ValueError(
-                f"RedisStore: timeout must be positive seconds, not {timeout!r}\n"
-                "  fix: pass timeout= the seconds one operation may take, above 0"
+                f"RedisStore: timeout must be a positive, finite number of seconds, not "
+                f"{timeout!r}\n  fix: pass timeout= the seconds one operation may take, above 0"
             )
         self.client = client
         self.prefix = prefix
@@ -368,6 +370,12 @@ class RedisStore:
         """When the caller of the operation under way stops waiting for its answer (the
         store's timeout, or the call's own deadline if sooner), on the script's clock."""
         left = anyio.current_effective_deadline() - anyio.current_time()
+        if left == -math.inf:
+            # The caller's scope is cancelled (its deadline passed while this task waited
+            # for its turn), and no await has told it yet: told now, before anything is
+            # asked of the server on its behalf.
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            left = 0.0
         if self._clock is not None:
             return str(int((self._clock() + left) * 1000))
         now = time.monotonic()
