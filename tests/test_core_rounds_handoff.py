@@ -5,6 +5,7 @@ would have anywhere else."""
 
 from typing import Annotated, Any
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
@@ -100,3 +101,34 @@ async def test_a_missing_argument_after_an_open_question_says_which() -> None:
         async with container.call(rounds=True) as call:
             await call.run(handler)
     assert RUNS == ["base", "question"]
+
+
+async def test_a_question_two_resolutions_share_is_asked_once_in_a_round() -> None:
+    # Two resolutions of one multi-round call need the same question; the second reaches
+    # it while the first asks. The question waits for this round's answers: it is not
+    # asked again, and the round ends with it once.
+    asked: list[str] = []
+
+    async def slow_question() -> Elicit[Text] | Text:
+        asked.append("question")
+        await anyio.sleep(0)  # the other resolution arrives meanwhile
+        return Elicit("your name?", Text)
+
+    async def one(name: Annotated[Text, Resolve(slow_question)]) -> str:
+        return name.text
+
+    async def two(name: Annotated[Text, Resolve(slow_question)]) -> str:
+        return name.text
+
+    raised: list[InputRequired] = []
+
+    async def run(call: Any, fn: Any) -> None:
+        with pytest.raises(InputRequired) as info:
+            await call.run(fn)
+        raised.append(info.value)
+
+    async with Container().call(rounds=True) as call, anyio.create_task_group() as group:
+        group.start_soon(run, call, one)
+        group.start_soon(run, call, two)
+    assert asked == ["question"]
+    assert [len(error.questions) for error in raised] == [1, 1]

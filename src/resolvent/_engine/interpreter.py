@@ -1,6 +1,5 @@
 """The interpreter: resolves a plan step by step or in concurrent branches, for what the
-generated code does not do (concurrency, rounds, a shared call scope). It never generates code.
-"""
+generated code does not do (concurrency, rounds, a shared call scope). It never generates code."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ else:
         return await ask(*args)
 
     async def in_thread(*args: Any) -> Any:
-        """The first worker-thread step loads `_runtime.threads` and puts its `in_thread` in this
-        name, so later steps call it through a plain global, as if imported at the top."""
+        """The first worker-thread step loads `_runtime.threads`, as the first question does."""
         global in_thread
         from .._runtime.threads import in_thread
 
@@ -86,8 +84,7 @@ def _kwargs(
 
 
 def _argument(item: Input, args: Mapping[str, Any]) -> Any:
-    """The call argument *item* reads, else its default; a KeyError names a missing one
-    (`explain` turns it into advice)."""
+    """The call argument *item* reads, else its default; a KeyError names a missing one."""
     if item.arg in args:
         return args[item.arg]
     if item.default is not NO_DEFAULT:
@@ -149,6 +146,11 @@ async def run_step(
         value = await claim(call, step)  # another resolution may be making it
         if value is not MAKING:
             return value  # it did
+        if step.may_ask:
+            rounds = call.rounds
+            if rounds is not None and step.wire_key in rounds.pending:  # it asked: not twice
+                release(call, key, None)
+                return PENDING
     else:  # `claim`'s answer when nobody else makes it, without its coroutine
         starting[key] = MAKING
     try:
