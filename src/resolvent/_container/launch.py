@@ -388,20 +388,18 @@ def is_cold(run: Any) -> bool:
     return getattr(run, "__code__", None) is _COLD_CODE
 
 
-def cold_runner(
-    plan_ref: list[Any], asks: bool | None = None
-) -> Callable[..., Coroutine[Any, Any, Any]]:
+def cold_runner(plan_ref: list[Any], asks: bool) -> Callable[..., Coroutine[Any, Any, Any]]:
     """A ``run_fn`` that interprets the plan's first `HOT_AFTER` calls, then generates
     its code (`Plan.heat`) and runs that from then on.
 
     Most handlers of a large server are called rarely, and generating code costs as
     much as a few hundred interpreted calls: start-up pays only for reading and
     checking the graph. A call given a call scope generates at once, so `Call.run`
-    runs the same code as ever. *asks*: whether a step of the plan may ask, if the
-    compiler said (else looked at on the first call).
+    runs the same code as ever. *asks*: whether a step of the plan may ask, as the
+    compiler found.
     """
     calls = 0
-    alone = None if asks is None else not asks  # no step may ask (see `interpret_alone`)
+    alone = not asks  # no step may ask (see `interpret_alone`)
 
     async def run(
         args: dict[str, Any],
@@ -409,13 +407,11 @@ def cold_runner(
         scopes: tuple[Any, ...],
         body: Callable[..., Any],
     ) -> Any:
-        nonlocal calls, alone
+        nonlocal calls
         plan = plan_ref[0]
         if scopes[CALL_SLOT] is not None or calls >= HOT_AFTER:
             return await plan.heat()(args, values, scopes, body)
         calls += 1
-        if alone is None:
-            alone = not any(s.may_ask for s in plan.steps)
         if alone:
             kwargs = await interpret_alone(plan, args, values, scopes)
         else:
@@ -426,7 +422,7 @@ def cold_runner(
     return run
 
 
-_COLD_CODE = cold_runner([None]).__code__
+_COLD_CODE = cold_runner([None], False).__code__
 
 
 async def run_branches(plan: Plan, args: dict[str, Any], scopes: tuple[Any, ...]) -> Any:

@@ -26,17 +26,12 @@ if TYPE_CHECKING:
 __all__ = (
     "Body",
     "Writer",
-    "arguments",
     "block_params",
     "blocks_of",
     "cache_name",
-    "call_args",
     "emit_blocks",
-    "expr",
     "fusable",
     "positional",
-    "root_call",
-    "root_spread",
 )
 
 

@@ -169,9 +169,9 @@ def _written_marker(marker: Any) -> str:
 
 
 def _plain_annotations(fn: Any) -> dict[str, Any] | None:
-    """`plain_hints`, where `_misplaced_marker` would find nothing: no annotation is a
-    marker class (most handlers and resolvers). None for anything else, which the general
-    path reads."""
+    """*fn*'s ``__annotations__``, read as they are (not copied), where `_misplaced_marker`
+    would find nothing: no annotation is a marker class (most handlers and resolvers).
+    None for anything else, which the general path reads."""
     if type(fn) is not types.FunctionType:
         return None
     hints: dict[str, Any] = fn.__annotations__  # read, never changed
@@ -400,7 +400,8 @@ def _plain_params(fn: Any, hints: dict[str, Any]) -> list[Param] | None:
 _PARAMS: dict[tuple[Any, ...], Param] = {}
 """Ordinary parameters read before, by name and the identities of their class and resolver
 (held by each, so unique): every ``user: Annotated[User, Resolve(current_user)]`` is one
-value, whose marker may be another `Resolve` of that resolver (a marker is its resolver)."""
+value, whose marker may be another `Resolve` of that resolver (a marker is its resolver).
+Emptied when a function is read with 4,096 or more (one function's may go past it)."""
 _families_seen = 0
 
 
