@@ -16,6 +16,7 @@ from .._graph.overlap import on_loop
 from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
 from .._runtime.context import adopt, keep
+from .._runtime.home import asyncio_loop
 from .._runtime.resources import enter
 from .._runtime.sharing import MAKING, MISSING, Sharing, claim, release
 from .._runtime.teardown import Exits
@@ -475,11 +476,7 @@ async def run_concurrently(
             # Every branch starts before any goes on past its first wait, as when each
             # had a task: asyncio runs a task started here before this one resumes,
             # trio runs a turn's tasks in either order, so there this one waits a turn.
-            import asyncio  # not at import: it loads logging (no `from`: a fromlist costs)
-
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
+            if asyncio_loop() is None:
                 await checkpoint()
             await branch(first, 0, adopted)
     except BaseExceptionGroup as group_error:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .._graph.plan import Step
     from .._vocabulary.scopes import Scope
 
-__all__ = ("Start", "creating", "reentrant", "spawn_home")
+__all__ = ("Start", "asyncio_loop", "creating", "reentrant", "spawn_home")
 
 
 class Start:
@@ -99,17 +99,26 @@ def _interruptible() -> Callable[[Callable[[], Awaitable[None]]], Awaitable[None
     return _interruptible_home
 
 
+def asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop, or None under anyio's other backend (trio). asyncio is
+    imported here, not at the top: importing it loads logging, which `import resolvent`
+    does not need."""
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def spawn_home(fn: Callable[[], Awaitable[None]]) -> None:
     """Start *fn* in a task of its own that no caller's cancellation reaches.
 
     Its only outer cancellation is the event loop's shutdown. The task inherits a copy
     of the caller's context variables on both backends.
     """
-    import asyncio
-
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio: anyio's other backend
+    loop = asyncio_loop()
+    if loop is None:  # anyio's other backend
         import trio
 
         trio.lowlevel.spawn_system_task(_interruptible(), fn, context=contextvars.copy_context())

@@ -17,6 +17,7 @@ import anyio
 import anyio.to_thread
 
 from .context import adopt
+from .home import asyncio_loop
 
 if TYPE_CHECKING:
     import asyncio
@@ -43,11 +44,8 @@ async def abandonable(fn: Callable[..., Any], *args: Any) -> Any:
     gives it back at once, so on asyncio the slot is taken here on the thread's behalf and
     given back by the thread when it ends.
     """
-    import asyncio
-
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # trio: an abandoned thread holds its token until it ends
+    loop = asyncio_loop()
+    if loop is None:  # trio: an abandoned thread holds its token until it ends
         return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
     limiter = anyio.to_thread.current_default_thread_limiter()
     slot = _Slot(loop, limiter)
