@@ -102,6 +102,25 @@ def _bound(fn):  # the call's argument, as every mode passes none of its own
     return functools.partial(fn, user=SECRET)
 
 
+async def chain(value: Annotated[str, Resolve(left)], user: str) -> str:
+    return value
+
+
+async def test_the_mode_says_which_code_ran(otel: Installed) -> None:
+    # A concurrent container runs a plan with nothing to overlap (a chain) with the
+    # sequential code: its span says so, also in a call scope with a deadline.
+    container = Container(concurrent=True, call_timeout=30)
+    async with container:
+        assert await container.run(_bound(chain)) == f"{SECRET.upper()}l"
+        assert await container.run(_bound(diamond)) == f"{SECRET.upper()}l{SECRET.upper()}r"
+    modes = {
+        s.name: (s.attributes or {})["resolvent.mode"]
+        for s in otel.spans()
+        if s.name.startswith("call ")
+    }
+    assert modes == {f"call {M}chain": "generated", f"call {M}diamond": "concurrent"}
+
+
 async def test_off_without_a_provider_and_when_switched_off(otel: Installed) -> None:
     from resolvent._container.launch import PLAN_CODE
 

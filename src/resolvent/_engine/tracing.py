@@ -13,12 +13,12 @@ compiled (`resolvent._container.plans.tracing_on`), which loads this module only
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import TYPE_CHECKING, Any, cast
 
+from .._runtime.home import asyncio_loop
 from .._vocabulary.errors import CallTimeout, ResolventError
 from .._vocabulary.scopes import SLOTS, Scope
 from .spans import (
@@ -65,11 +65,7 @@ def require_api(where: str) -> None:
 
 
 def _backend() -> str:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return "trio"
-    return "asyncio"
+    return "trio" if asyncio_loop() is None else "asyncio"
 
 
 def _call_attributes(plan: Plan, mode: str) -> dict[str, Any]:
@@ -172,7 +168,7 @@ class _TracedCode:
     async def run_in(self, call: Any, plan: Plan, kwargs: dict[str, Any]) -> Any:
         """`Call.run` of a traced plan that the call resolves itself (the interpreter, a
         deadline, concurrent branches): `Call.run_here`, in the call's span."""
-        if call.concurrent:
+        if call.concurrent and plan.overlaps:  # else the sequential code runs (`_resolve`)
             mode = "concurrent"
         elif call.rounds is not None or call.flight is not None or call.cache:
             mode = "interpreter"
