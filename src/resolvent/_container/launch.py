@@ -438,7 +438,7 @@ async def run_branches(plan: Plan, args: dict[str, Any], scopes: tuple[Any, ...]
 
         return await abandonable(functools.partial(plan.fn, **args, **kwargs))
     result = plan.fn(**args, **kwargs)
-    if inspect.isawaitable(result):  # as `Call.run_here` calls it
+    if plan.fn_is_async or inspect.isawaitable(result):  # as `Call.run_here` calls it
         result = await result
     return result
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import anyio
 from anyio.lowlevel import checkpoint
 
-from .._graph.overlap import on_loop
 from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
 from .._runtime.context import adopt, keep
@@ -213,7 +212,7 @@ async def interpret(
     # The values by step index (a slot: see `Step`); a step's inputs come before it.
     vals: dict[int, Any] = {}
     if concurrent and len(plan.steps) > 1:
-        vals = dict.fromkeys([s.index for s in plan.steps], MISSING)
+        vals = dict.fromkeys(plan.branches.steps, MISSING)
         await run_concurrently(plan, vals, call, args, values, scopes)
     else:
         cache = call.cache
@@ -363,17 +362,17 @@ async def run_concurrently(
     shape = plan.branches  # worked out once per plan
     steps, dependents = shape.steps, shape.dependents  # by index (a slot: see `Step`)
     waiting = shape.waiting.copy()  # counted down as inputs become ready
-    ready = deque(index for index, count in waiting.items() if count == 0)
+    ready = deque(shape.first)
     exits = call.exits
     failures: list[BaseException] = []
-    cancelled = anyio.get_cancelled_exc_class()
+    loop = shape.on_loop
 
     def failed(index: int, exc: BaseException) -> NoReturn:
         """Raise step *index*'s failure *exc* as `explain` says, kept in `failures`."""
         from .._runtime.failures import explain  # only when something failed
 
         error = explain(exc, plan, index, args, values)
-        if not isinstance(error, cancelled):
+        if not isinstance(error, anyio.get_cancelled_exc_class()):
             failures.append(error)
         if error is exc:
             raise exc
@@ -391,9 +390,7 @@ async def run_concurrently(
             if waiting[dependent] == 0:
                 made.append(dependent)
 
-    if not (isinstance(exits, Exits) and exits.group is not None) and any(
-        s.kind.is_resource and s.scope is Scope.CALL for s in plan.steps
-    ):
+    if shape.call_resources and not (isinstance(exits, Exits) and exits.group is not None):
         # No task group holds the call's resources (a call made concurrent after it
         # opened): a branch's resource could not close in the task that opened it.
         for step in plan.steps:
@@ -405,7 +402,7 @@ async def run_concurrently(
         if len(ready) == 1:
             index = ready.popleft()
         else:  # what runs on the loop first: it could not overlap the others anyway
-            index = next((i for i in ready if on_loop(steps[i])), -1)
+            index = next((i for i in ready if i in loop), -1) if loop else -1
             if index < 0:
                 break
             ready.remove(index)
@@ -457,8 +454,7 @@ async def run_concurrently(
                 waiting[other] = left
                 if left:
                     continue
-                step = steps[other]
-                if step.kind is _SYNC and step.inline and step.scope is _CALL:  # `on_loop`
+                if other in loop:  # a plain function on the loop: nothing overlaps it
                     here.append(other)
                 elif waits:
                     group.start_soon(branch, other, seen, name=_BRANCH)

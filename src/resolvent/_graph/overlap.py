@@ -75,7 +75,15 @@ class Branches(Generic[S]):
     many steps each one waits for (a call counts down a copy), the steps each one
     feeds, and whether any two could overlap. Read only, shared by every call."""
 
-    __slots__ = ("dependents", "overlaps", "steps", "waiting")
+    __slots__ = (
+        "call_resources",
+        "dependents",
+        "first",
+        "on_loop",
+        "overlaps",
+        "steps",
+        "waiting",
+    )
 
     def __init__(self, steps: Sequence[S]) -> None:
         self.steps = {step.index: step for step in steps}
@@ -86,4 +94,10 @@ class Branches(Generic[S]):
             self.waiting[step.index] = len(feeds)
             for dep in feeds:
                 self.dependents[dep].append(step.index)
+        # The steps ready at the start (no inputs from other steps), in order.
+        self.first = tuple(index for index, count in self.waiting.items() if count == 0)
+        # The steps `on_loop`, which nothing could overlap.
+        self.on_loop = frozenset(step.index for step in steps if on_loop(step))
+        # Whether a step is a CALL resource, whose setup and teardown share a task.
+        self.call_resources = any(s.kind.is_resource and s.scope is Scope.CALL for s in steps)
         self.overlaps = overlaps(steps)
