@@ -160,3 +160,45 @@ async def test_handlers_that_write_a_parameter_alike_or_not_each_get_their_own()
         assert await container.run(d, x=4) == (4, 2)
     assert container.compile(c).arguments == ("y",)
     assert [i.name for i in container.compile(c).inputs] == ["w"]
+
+
+def _compiled(container: Container, handler: Any) -> tuple[str, Any]:
+    """What compiling *handler* gives: its plan's shape, or the error's text."""
+    try:
+        return "plan", _shape(container.compile(handler))
+    except Exception as exc:  # the same mistake, said the same way
+        return type(exc).__name__, str(exc)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graph=_graphs(), data=st.data())
+def test_a_plan_after_registrations_and_marks_is_the_one_a_fresh_container_compiles(
+    graph: tuple[list[list[int]], set[int], set[int], list[list[int]]], data: st.DataObject
+) -> None:
+    """A handler's parameters checked against their resolvers by earlier plans are
+    checked again once a registration or an `inline` mark changes what those resolvers
+    are: the plan (or the error) is the one a fresh container gives."""
+    from resolvent import inline
+
+    deps, sync, takes_x, uses = graph
+    n = len(deps)
+    lasting = data.draw(st.sets(st.integers(0, n - 1), max_size=2), label="registered APP")
+    marked = data.draw(
+        st.sets(st.sampled_from(sorted(sync)), max_size=2) if sync else st.just(set())
+    )
+    resolvers = _resolvers(deps, sync, takes_x)
+    # Each handler twice: the later copies' parameters are the same records.
+    handlers = [_handler(resolvers, u, f"h{k}") for k, u in enumerate(uses)]
+    again = [_handler(resolvers, u, f"again{k}") for k, u in enumerate(uses)]
+    shared = Container()
+    for handler in [*handlers, *again[:1]]:
+        assert _compiled(shared, handler)[0] == "plan"
+    for i in lasting:
+        shared.provide(resolvers[i], scope=Scope.APP)
+    for i in marked:
+        inline(resolvers[i])
+    for handler in again:
+        fresh = Container()
+        for i in lasting:
+            fresh.provide(resolvers[i], scope=Scope.APP)
+        assert _compiled(shared, handler) == _compiled(fresh, handler)

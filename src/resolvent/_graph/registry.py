@@ -222,6 +222,13 @@ class Registry:
         # Moves on when an expansion is replaced by another of the same key (its
         # reading was made again): every `Piece` made before may hold its old step.
         self.piece_epoch = 0
+        # id(param) -> (param, key, expansion, input): a handler's parameter (a shared
+        # `Param` record) whose resolver's whole sub-graph a plan took as a `Piece`,
+        # after checking the parameter against it. Valid while *expansion* is the one
+        # `expansions` holds for *key* (a registration, a reading made again, an
+        # `inline` mark or the bound on slots makes another): the check read only the
+        # parameter and that expansion's provider, so its answer is the same.
+        self.root_edges: dict[int, tuple[Param, Hashable, Expansion, Input]] = {}
 
     def add(
         self,
@@ -272,6 +279,7 @@ class Registry:
         if len(self.slots) >= _MAX_SLOTS:
             self.slots.clear()
             self.expansions.clear()
+            self.root_edges.clear()
         return self.slots
 
     def new_slot(self, key: Hashable) -> int:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable, Mapping, Sequence
-from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
-from .._reading.signature import Param
+from .._reading.signature import FunctionInfo, Param
 from .._vocabulary.scopes import Scope
 from .checks import refuse_unclosable
 from .plan import AskingStep, Graph, Input, Step, keep_shared
@@ -46,7 +45,15 @@ if TYPE_CHECKING:
         def used_values(self) -> list[Any]: ...
 
 
-__all__ = ("arg_input", "build_steps", "join_pieces", "shared_arguments")
+__all__ = (
+    "arg_input",
+    "build_steps",
+    "edge_input",
+    "join_pieces",
+    "joined",
+    "scope_set",
+    "shared_arguments",
+)
 
 
 def build_steps(
@@ -175,7 +182,7 @@ def build_steps(
         _inputs(root_inputs, slots),
         arguments,
         tuple(walk.used_values),
-        _scope_set(scopes),
+        scope_set(scopes),
         call_resources,
         call_threads,
         bool(wire_seen),  # each step that may ask took a wire key
@@ -195,26 +202,37 @@ def join_pieces(
     slots = walk.registry.slot_table()
     if not walk.memo:  # emptied by the bound on slots: every step is built again
         return None
-    if len(pieces) == 1:
-        piece = pieces[0]
-        steps = piece.steps
-        scopes = _scope_set(piece.scopes)
-        call_resources = piece.call_resources
-    else:
-        # Each step once, first come first kept: one object per resolver, as every piece
-        # made since the registry's last `piece_epoch` holds its expansion's step.
-        steps = tuple(dict.fromkeys(chain.from_iterable([p.steps for p in pieces])))
-        scopes = _scope_set(_NO_SCOPES.union(*[p.scopes for p in pieces]))
-        call_resources = any([p.call_resources for p in pieces])
-    used = walk.used_values
+    return joined(walk.root, pieces, _inputs(root_inputs, slots), arguments, walk.used_values)
+
+
+def joined(
+    root: FunctionInfo,
+    pieces: list[Piece],
+    inputs: tuple[Input, ...],
+    arguments: tuple[str, ...],
+    used: list[Any],
+) -> Graph:
+    """The plan of *root* that joins *pieces* (at least one), each step once (see
+    `join_pieces`), fed *inputs*; *used* holds the framework value types its own
+    parameters take, to which the pieces' are added."""
+    every: list[Step] = []
+    scopes = _NO_SCOPES
+    call_resources = False
     for piece in pieces:
+        every += piece.steps
+        if piece.scopes is not scopes:  # each piece's is one of the shared sets
+            scopes = scope_set(scopes | piece.scopes)
+        call_resources = call_resources or piece.call_resources
         for declared in piece.values:
             if declared not in used:
                 used.append(declared)
+    # Each step once, first come first kept: one object per resolver, as every piece
+    # made since the registry's last `piece_epoch` holds its expansion's step.
+    steps = pieces[0].steps if len(pieces) == 1 else tuple(dict.fromkeys(every))
     return Graph(
-        walk.root,
+        root,
         steps,
-        _inputs(root_inputs, slots),
+        inputs,
         arguments,
         tuple(used),
         scopes,
@@ -278,24 +296,28 @@ def _inputs(
             continue
         param, child = item
         step = slots[child]
+        made.append(edge_input(param, step))
         if param.outcome is not None:
-            made.append(Input(param.name, "step", step=step, outcome=param.outcome))
             shape = None
-            continue
-        # Inputs are values: every plan shares the one for a parameter name and step.
-        found = _STEP_INPUTS.get((param.name, step))
-        if found is None:
-            found = keep_shared(
-                _STEP_INPUTS, (param.name, step), Input(param.name, "step", step=step)
-            )
-        made.append(found)
-        if shape is not None:
+        elif shape is not None:
             shape += (param.name, step)
     if shape is None:
         return tuple(made)
     key = tuple(shape)
     shared = _INPUT_TUPLES.get(key)
     return keep_shared(_INPUT_TUPLES, key, tuple(made)) if shared is None else shared
+
+
+def edge_input(param: Param, slot: int) -> Input:
+    """The input of *param* fed by the step in *slot*. Inputs are values: every plan
+    shares the one for a parameter name and step (one that wants the whole outcome is
+    made each time)."""
+    if param.outcome is not None:
+        return Input(param.name, "step", step=slot, outcome=param.outcome)
+    found = _STEP_INPUTS.get((param.name, slot))
+    if found is None:
+        found = keep_shared(_STEP_INPUTS, (param.name, slot), Input(param.name, "step", step=slot))
+    return found
 
 
 def arg_input(name: str, default: Any) -> Input:
@@ -327,7 +349,7 @@ _SYNC = Kind.SYNC
 _ASYNC = Kind.ASYNC  # with _SYNC, the kinds that are no resource
 
 
-def _scope_set(scopes: set[Scope] | frozenset[Scope]) -> frozenset[Scope]:
+def scope_set(scopes: set[Scope] | frozenset[Scope]) -> frozenset[Scope]:
     """The plan's scopes as the one frozenset every plan with those scopes shares (there
     are eight: a frozenset of three costs a plan more than its pointer)."""
     made = frozenset(scopes)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._reading.kinds import Kind
 from .._vocabulary.scopes import Scope
 from .registry import UNSPLICEABLE, Closure, Expansion, Piece, Provider
+from .steps import scope_set
 
 if TYPE_CHECKING:
     from .._reading.signature import Param
@@ -205,7 +206,7 @@ def piece_of(walk: Walking, key: Hashable) -> Piece | None:
             return None
         if scope is _CALL and step.kind.is_resource:
             call_resources = True
-    piece = Piece(tuple(steps), frozenset(scopes), call_resources, closure.values, epoch)
+    piece = Piece(tuple(steps), scope_set(scopes), call_resources, closure.values, epoch)
     found.piece = piece
     return piece
 
