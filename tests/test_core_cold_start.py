@@ -612,3 +612,62 @@ async def test_an_outcome_of_a_resolver_that_never_asks_is_the_same_cold_and_hot
     async with container:
         seen = [await container.run(handler) for _ in range(4)]
     assert seen == [(True, True)] * 4
+
+
+async def test_first_calls_give_each_parameter_its_own_value_however_written() -> None:
+    """A cold plan's first calls pass some resolvers their values by position: each
+    parameter still gets its own, cold and hot, whatever the order, kind or defaults of
+    the resolver's parameters."""
+    from resolvent._container.launch import HOT_AFTER, is_cold
+
+    async def a() -> int:
+        return 1
+
+    async def b() -> int:
+        return 2
+
+    async def c() -> int:
+        return 3
+
+    A, B, C = (Annotated[int, Resolve(f)] for f in (a, b, c))
+
+    async def ordered(x: A, y: B, z: C) -> str:
+        return f"x{x} y{y} z{z}"
+
+    async def backwards(z: C, y: B, x: A) -> str:
+        return f"x{x} y{y} z{z}"
+
+    async def keyword_only(x: A, *, z: C, y: B) -> str:
+        return f"x{x} y{y} z{z}"
+
+    async def skips(x: A, kept: int = 7, *, y: B) -> str:
+        return f"x{x} y{y} kept{kept}"
+
+    async def gap(x: A, kept: int = 7, y: B = 0) -> str:  # type: ignore[assignment]
+        return f"x{x} y{y} kept{kept}"
+
+    async def with_argument(x: A, user_id: str) -> str:
+        return f"x{x} {user_id}"
+
+    @inline
+    def plain(y: B, x: A) -> str:
+        return f"x{x} y{y}"
+
+    async def handler(
+        user_id: str,
+        o: Annotated[str, Resolve(ordered)],
+        w: Annotated[str, Resolve(backwards)],
+        k: Annotated[str, Resolve(keyword_only)],
+        s: Annotated[str, Resolve(skips)],
+        g: Annotated[str, Resolve(gap)],
+        u: Annotated[str, Resolve(with_argument)],
+        p: Annotated[str, Resolve(plain)],
+    ) -> list[str]:
+        return [o, w, k, s, g, u, p]
+
+    expected = ["x1 y2 z3"] * 3 + ["x1 y2 kept7"] * 2 + ["x1 u", "x1 y2"]
+    container = Container()
+    assert is_cold(container.compile(handler).run_fn)  # its first calls are interpreted
+    async with container:
+        seen = [await container.run(handler, user_id="u") for _ in range(HOT_AFTER + 2)]
+    assert seen == [expected] * (HOT_AFTER + 2)

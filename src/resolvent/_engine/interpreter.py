@@ -286,37 +286,40 @@ async def interpret_alone(
     scopes: tuple[Any, ...],
 ) -> dict[str, Any]:
     """`interpret` for a resolution nobody shares (no call scope, no concurrency) of a plan
-    whose steps never ask and whose CALL steps are plain functions, on the loop: each
-    value is made here, so there is nothing to claim from another resolution or to
-    memoize beyond the plan's own list of values. What a cold plan's first calls run."""
+    whose steps never ask and whose CALL steps are plain functions on the loop: nothing
+    to claim from another resolution or memoize but its own values. A cold plan's first
+    calls run it."""
     vals: dict[int, Any] = {}  # by step index (a slot: see `Step`)
     call_scope, is_async, slots = Scope.CALL, Kind.ASYNC, SLOTS
     for step in plan.steps:
         try:
-            kwargs: dict[str, Any] = {}
-            # `_kwargs`, with nothing pending and no value answered: no step asks (a
-            # value is `Answered` only when its step asked).
-            for item in step.inputs:
-                if item.source == "step" and item.outcome is None:
-                    kwargs[item.name] = vals[item.step]
-                elif item.source == "step":
-                    kwargs[item.name] = _consume(vals[item.step], item, step.name)
-                elif item.source == "arg":
-                    kwargs[item.name] = _argument(item, args)
+            order = step.positional
+            if order is not None and step.scope is call_scope:  # values passed in order
+                fn, count = step.fn, len(order)
+                if count == 0:
+                    value = fn()
+                elif count == 1:
+                    value = fn(vals[order[0]])
+                elif count == 2:
+                    value = fn(vals[order[0]], vals[order[1]])
                 else:
-                    kwargs[item.name] = values[item.value_type]
-            scope = step.scope
-            if scope is call_scope:
+                    value = fn(*map(vals.__getitem__, order))
+                # (a sync one is run inline: `cold_shape`)
+                vals[step.index] = (await value) if step.kind is is_async else value
+                continue
+            kwargs = _kwargs(step.inputs, vals, args, values, step.name)
+            assert kwargs is not None  # nothing is pending: no step asks
+            if step.scope is call_scope:
+                value = step.fn(**kwargs)
                 if step.kind is is_async:
-                    value = await step.fn(**kwargs)
-                else:  # a sync function run inline (`cold_shape`: no thread, no resource)
-                    value = step.fn(**kwargs)
+                    value = await value
             else:
-                live = scopes[slots[scope]]
+                live = scopes[slots[step.scope]]
                 assert live is not None
                 value = live.cache.get(step.key, MISSING)
                 if value is MISSING:
-                    value = await live.create(step, step.key, functools.partial(step.fn, **kwargs))
+                    made = functools.partial(step.fn, **kwargs)
+                    value = await live.create(step, step.key, made)
         except BaseException as exc:
             from .._runtime.failures import explain  # only when something failed
 

@@ -469,5 +469,6 @@ def traced_steps(steps: tuple[Step, ...]) -> tuple[Step, ...]:
     for step in steps:
         twin = copy.copy(step)
         object.__setattr__(twin, "fn", Traced(step, tracer))
+        object.__setattr__(twin, "positional", None)  # called as its function is not
         traced.append(twin)
     return tuple(traced)

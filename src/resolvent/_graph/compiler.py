@@ -256,48 +256,7 @@ class _Compiler:
 
     # -- the walk --------------------------------------------------------------------
 
-    def known(self) -> Graph | None:
-        """The plan when every resolver parameter of the handler is one an earlier plan
-        checked and took whole (`Registry.root_edges`, still valid): its pieces joined,
-        nothing looked up or checked again. None for anything else (`run` decides)."""
-        registry = self.registry
-        registry.slot_table()  # (may empty the expansions: then nothing is known)
-        memo, known, epoch = self.memo, registry.root_edges, registry.piece_epoch
-        assert memo is not None
-        pieces: list[Piece] = []
-        inputs: list[Input] = []
-        arguments: list[str] = []
-        values = self.value_types
-        for param in self.root.params:
-            if param.marker is None:
-                declared = self.value_type(param.bare) if values else None
-                if declared is None:
-                    arguments.append(param.name)
-                else:
-                    inputs.append(Input(param.name, "value", value_type=declared))
-                continue
-            entry = known.get(id(param))
-            if entry is None:
-                return None
-            kept, key, found, made = entry
-            piece = found.piece
-            if kept is not param or piece is None or piece.epoch != epoch:
-                return None
-            if memo.get(key) is not found:
-                return None
-            pieces.append(piece)
-            inputs.append(made)
-        if not pieces:
-            return None
-        arguments_ = shared_arguments(tuple(arguments))
-        return joined(self.root, pieces, tuple(inputs), arguments_, self.used_values)
-
     def run(self) -> Graph:
-        if self.memo is not None and self.memo:
-            graph = self.known()
-            if graph is not None:
-                return graph
-            self.used_values.clear()
         root_inputs: list[Input | tuple[Param, Hashable]] = []
         arguments: list[str] = []
         for param in self.root.params:
@@ -307,8 +266,7 @@ class _Compiler:
         post: list[Hashable] = []
         state: dict[Hashable, int] = {}
         nodes = self.nodes
-        # The starts whose sub-graphs are kept whole as steps (`piece_of`), while every
-        # one so far is: the plan is then their pieces joined, nothing walked.
+        # The starts kept whole as steps (`piece_of`), while all are: their pieces joined.
         memo = self.memo
         pieces: list[Piece] | None = [] if memo is not None else None
         starts: list[Hashable] = []
@@ -344,8 +302,7 @@ class _Compiler:
                 if piece is not None:
                     pieces.append(piece)
                     starts.append(start)
-                    if fn is not None:  # checked against the piece's resolver: kept
-                        self.keep_edge(param, start, piece)
+                    _keep_edge(self, param, start, piece)  # checked against it: kept
                     continue
                 for earlier in starts:  # walked as they would have been, in order
                     self.visit(earlier, state, post)
@@ -367,17 +324,6 @@ class _Compiler:
         if graph.call_threads and order is post:
             graph = build_steps(self, self.sort(post), root_inputs, graph.arguments, plain)
         return graph
-
-    def keep_edge(self, param: Param, start: Hashable, piece: Piece) -> None:
-        """Keep the handler's *param*, checked against *start*'s resolver whose whole
-        sub-graph is *piece*, for later plans (`known`)."""
-        known = self.registry.root_edges
-        if len(known) >= 4096:
-            known.clear()
-        memo = self.memo
-        assert memo is not None
-        slot = piece.steps[-1].index  # the resolver's own step comes last
-        known[id(param)] = (param, start, memo[start], edge_input(param, slot))
 
     def visit(self, start: Hashable, state: dict[Hashable, int], post: list[Hashable]) -> None:
         """Add *start*'s sub-graph to the plan: spliced if an earlier plan kept it whole,
@@ -428,6 +374,57 @@ class _Compiler:
         )
 
 
+def _known(self: _Compiler) -> Graph | None:
+    """The plan when every resolver parameter of the handler is one an earlier plan
+    checked and took whole (`Registry.root_edges`, still valid): its pieces joined,
+    nothing looked up or checked again. None for anything else (`run` decides)."""
+    registry = self.registry
+    registry.slot_table()  # (may empty the expansions: then nothing is known)
+    memo, known, epoch = self.memo, registry.root_edges, registry.piece_epoch
+    assert memo is not None
+    pieces: list[Piece] = []
+    inputs: list[Input] = []
+    arguments: list[str] = []
+    values = self.value_types
+    for param in self.root.params:
+        if param.marker is None:
+            declared = self.value_type(param.bare) if values else None
+            if declared is None:
+                arguments.append(param.name)
+            else:
+                inputs.append(Input(param.name, "value", value_type=declared))
+            continue
+        entry = known.get(id(param))
+        if entry is None:
+            return None
+        kept, key, found, made = entry
+        piece = found.piece
+        if kept is not param or piece is None or piece.epoch != epoch:
+            return None
+        if memo.get(key) is not found:
+            return None
+        pieces.append(piece)
+        inputs.append(made)
+    if not pieces:
+        return None
+    arguments_ = shared_arguments(tuple(arguments))
+    return joined(self.root, pieces, tuple(inputs), arguments_, self.used_values)
+
+
+def _keep_edge(self: _Compiler, param: Param, start: Hashable, piece: Piece) -> None:
+    """Keep the handler's *param*, checked against *start*'s resolver whose whole
+    sub-graph is *piece*, for later plans (`_known`); not one found by type."""
+    if param.marker is None or param.marker.fn is None:
+        return
+    known = self.registry.root_edges
+    if len(known) >= 4096:
+        known.clear()
+    memo = self.memo
+    assert memo is not None
+    slot = piece.steps[-1].index  # the resolver's own step comes last
+    known[id(param)] = (param, start, memo[start], edge_input(param, slot))
+
+
 def build_graph(
     fn: Callable[..., Any],
     registry: Registry,
@@ -440,7 +437,13 @@ def build_graph(
     Raises:
         InvalidSignature: on any mistake in the graph, before anything runs.
     """
-    return _Compiler(fn, registry, overrides or NO_OVERRIDES, value_types).run()
+    compiler = _Compiler(fn, registry, overrides or NO_OVERRIDES, value_types)
+    if compiler.memo:  # no override, and earlier plans' expansions
+        graph = _known(compiler)
+        if graph is not None:
+            return graph
+        compiler.used_values.clear()
+    return compiler.run()
 
 
 def _threaded(node: WalkNode) -> bool:

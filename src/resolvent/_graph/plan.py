@@ -66,19 +66,8 @@ class Step(Frozen):
     has no wire key (``""``), and its *param* is that of the plan that made it.
     """
 
-    __slots__ = (
-        "awaits",
-        "fn",
-        "index",
-        "inline",
-        "inputs",
-        "key",
-        "kind",
-        "may_ask",
-        "name",
-        "param",
-        "scope",
-    )  # fmt: skip
+    __slots__ = ("awaits", "fn", "index", "inline", "inputs", "key", "kind", "may_ask", "name",
+                 "param", "positional", "scope")  # fmt: skip
     index: int
     fn: Callable[..., Any]
     name: str
@@ -92,6 +81,9 @@ class Step(Frozen):
     awaits: bool
     """Calling *fn* returns an awaitable; for a resource, the context manager is the
     awaited result (``async def f() -> httpx.AsyncClient``)."""
+    positional: tuple[int, ...] | None
+    """The slots of its inputs when *fn* takes them as its first positional parameters,
+    in order (each a step's value as it is): a cold plan's first calls pass them so."""
 
     def __init__(
         self,
@@ -106,6 +98,7 @@ class Step(Frozen):
         inputs: tuple[Input, ...],
         param: str,
         awaits: bool = False,
+        positional: tuple[int, ...] | None = None,
     ) -> None:
         put(self, "index", index)
         put(self, "fn", fn)
@@ -118,6 +111,7 @@ class Step(Frozen):
         put(self, "inputs", inputs)
         put(self, "param", param)
         put(self, "awaits", awaits)
+        put(self, "positional", positional)
 
     if TYPE_CHECKING:  # a field of `AskingStep` only (see below)
 

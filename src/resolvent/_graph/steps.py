@@ -7,6 +7,7 @@ Never walks, reads or checks a function: `compiler` hands it the nodes in order.
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -150,6 +151,7 @@ def build_steps(
         # Positional, in field order (a step per resolver: keywords cost twice as
         # much): index, fn, name, key, scope, kind, inline, may_ask, inputs, param,
         # awaits. Only a step that may ask has a wire key (an `AskingStep`).
+        inputs = _inputs(node.inputs, slots, True)
         fields = (
             slot,
             fn,
@@ -159,11 +161,11 @@ def build_steps(
             kind,
             inline,
             may_ask,
-            _inputs(node.inputs, slots, True),
+            inputs,
             node.param,
             awaits,
         )
-        step = AskingStep(base, *fields) if may_ask else Step(*fields)
+        step = AskingStep(base, *fields) if may_ask else Step(*fields, _positional(fn, inputs))
         if (
             shared is not None
             and expansion is not None
@@ -357,6 +359,22 @@ def scope_set(scopes: set[Scope] | frozenset[Scope]) -> frozenset[Scope]:
 
 
 _SCOPE_SETS: dict[frozenset[Scope], frozenset[Scope]] = {}
+
+
+def _positional(fn: Any, inputs: tuple[Input, ...]) -> tuple[int, ...] | None:
+    """The slots of *inputs* when calling *fn* with their values as positional
+    arguments, in order, binds each to the parameter it names (see `Step.positional`):
+    a plain function whose first parameters they are, each a step's value as it is."""
+    if type(fn) is not types.FunctionType:
+        return None
+    code = fn.__code__
+    names = code.co_varnames[code.co_posonlyargcount : code.co_argcount]
+    if code.co_posonlyargcount or len(inputs) > len(names):
+        return None
+    for item, name in zip(inputs, names, strict=False):
+        if item.source != "step" or item.outcome is not None or item.name != name:
+            return None
+    return tuple([item.step for item in inputs])
 
 
 def _wire_base(fn: Any) -> str:
