@@ -152,8 +152,11 @@ async def main() -> str:
         return await call.run(hello, name="ann")
 
 assert anyio.run(main) == "hi ann"
-# From now on the container opens a call scope through the class itself, a plain global.
-assert sys.modules["resolvent._container.container"].Call is sys.modules["resolvent._container.call"].Call
+# From now on the container opens a call scope through the function itself, a plain global.
+assert (
+    sys.modules["resolvent._container.container"].open_call
+    is sys.modules["resolvent._container.call"].open_call
+)
 """,
         ("resolvent._container.call", "resolvent._container.deadlines"),
     ),
@@ -167,7 +170,10 @@ async def hello(name: Annotated[str, Resolve(resource)]) -> str:
     return "hi " + name
 
 assert anyio.run(container.run, hello) == "hi ann"
-assert sys.modules["resolvent._container.container"].Call is sys.modules["resolvent._container.call"].Call
+assert (
+    sys.modules["resolvent._container.container"].open_call
+    is sys.modules["resolvent._container.call"].open_call
+)
 """,
         ("resolvent._container.call", "resolvent._container.deadlines"),
     ),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
@@ -28,7 +29,7 @@ from .deadlines import Deadlines
 from .launch import EMPTY, check_scopes
 from .plans import callable_name, refuse_generator
 
-__all__ = ("Call", "CallHost")
+__all__ = ("Call", "CallHost", "open_call")
 
 
 if TYPE_CHECKING:
@@ -71,6 +72,8 @@ class Call(Deadlines):
         state: the `InputRequired.state` of the previous round.
     """
 
+    # Made by `open_call`, with no ``__init__``: a call makes one of these each time, and
+    # running a Python ``__init__`` through the class costs as much as the rest of it.
     __slots__ = (
         "_container",
         "_session",
@@ -87,41 +90,19 @@ class Call(Deadlines):
         "values",
     )
 
-    def __init__(
-        self,
-        container: CallHost,
-        session: LiveScope | None,
-        values: Mapping[Any, Any] | None,
-        asker: Asker | None,
-        concurrent: bool | None,
-        rounds: bool,
-        answers: Mapping[str, Any] | None,
-        state: str | None,
-    ) -> None:
-        self._container = container
-        self._session = session
-        if values is None:
-            values = EMPTY
-        elif values.__class__ is not dict and not isinstance(cast(object, values), Mapping):
-            raise _values_not_a_mapping(values)
-        self.values: Mapping[Any, Any] = values
-        self.asker = asker
-        self.answerer: Callable[[Any, Any], Awaitable[Any]] | None = None
-        self.concurrent = container._concurrent if concurrent is None else concurrent
-        self.rounds: Rounds | None = None
-        if rounds or answers or state:
-            self.rounds = Rounds(answers, state, container.answer_timeout)
-        self.exits = Exits()
-        self.cache: dict[Hashable, Any] = {}
-        # What the generated resolution made, kept aside (see `resolvent._runtime.sharing.record`).
-        self.made: tuple[tuple[Hashable, ...], tuple[Any, ...]] | None = None
-        # Several tasks may resolve in one call at once (see `resolvent._runtime.sharing.Sharing`):
-        # the generated resolution in flight, and what the others share.
-        self.flight: Plan | None = None
-        self.sharing: Sharing | None = None
-        self._state = _NEW
-        self._deadline = None  # the deadlines' (see `Deadlines`)
-        self._paused = None  # a list only while a question pauses the deadline
+    _container: CallHost
+    _session: LiveScope | None  # its session's scope, None for the container's call
+    _state: str  # `_NEW`, `_OPEN` or `_CLOSED`
+    values: Mapping[Any, Any]
+    asker: Asker | None
+    answerer: Callable[[Any, Any], Awaitable[Any]] | None
+    concurrent: bool
+    rounds: Rounds | None
+    exits: Exits
+    cache: dict[Hashable, Any]
+    made: tuple[tuple[Hashable, ...], tuple[Any, ...]] | None
+    flight: Plan | None
+    sharing: Sharing | None
 
     async def __aenter__(self) -> Call:
         if self._state is not _NEW:
@@ -343,6 +324,49 @@ class Call(Deadlines):
         if plan.fn_is_async or inspect.isawaitable(result):
             result = await result
         return result
+
+
+def open_call(
+    container: CallHost,
+    session: LiveScope | None,
+    values: Mapping[Any, Any] | None,
+    asker: Asker | None,
+    concurrent: bool | None,
+    rounds: bool,
+    answers: Mapping[str, Any] | None,
+    state: str | None,
+) -> Call:
+    """A new call scope, not yet entered: what `Container.call` and `Session.call` open
+    (with *session* None for the container's)."""
+    if values is None:
+        values = EMPTY
+    elif values.__class__ is not dict and not isinstance(cast(object, values), Mapping):
+        raise _values_not_a_mapping(values)
+    call = Call()
+    call._container = container
+    call._session = session
+    call.values = values
+    call.asker = asker
+    call.answerer = None
+    call.concurrent = container._concurrent if concurrent is None else concurrent
+    call.rounds = None
+    if rounds or answers or state:
+        call.rounds = Rounds(answers, state, container.answer_timeout)
+    call.exits = exits = Exits()
+    exits.deadline = math.inf  # `Exits`' slots: it has no ``__init__`` (see there)
+    exits.group = exits.guard = None
+    exits.closed = False
+    call.cache = {}
+    # What the generated resolution made, kept aside (see `resolvent._runtime.sharing.record`).
+    call.made = None
+    # Several tasks may resolve in one call at once (see `resolvent._runtime.sharing.Sharing`):
+    # the generated resolution in flight, and what the others share.
+    call.flight = None
+    call.sharing = None
+    call._state = _NEW
+    call._deadline = None  # the deadlines' (see `Deadlines`)
+    call._paused = None  # a list only while a question pauses the deadline
+    return call
 
 
 def _misuse(call: Call, method: str, target: Plan | Callable[..., Any] | None) -> ResolventError:

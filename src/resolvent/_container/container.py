@@ -20,7 +20,7 @@ from .plans import PlanCache, refuse_generator, refuse_values
 
 if TYPE_CHECKING:
     from .._graph.compiler import Overrides
-    from .call import Call
+    from .call import Call, open_call
     from .overrides import OverrideBlock
     from .session import Session
 
@@ -28,14 +28,15 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 else:
 
-    def Call(*args: Any, **kwargs: Any) -> Any:
+    def open_call(*args: Any) -> Any:
         """Open the first call scope: load `resolvent.Call` (a program that only uses `run`
-        may never need it) and put the class itself in this name, so each later ``Call(...)``
-        in this module is a plain global lookup, as if it had been imported at the top."""
-        global Call
-        from .call import Call
+        may never need it) and put the function itself in this name, so each later
+        ``open_call(...)`` in this module is a plain global lookup, as if it had been
+        imported at the top."""
+        global open_call
+        from .call import open_call
 
-        return Call(*args, **kwargs)
+        return open_call(*args)
 
 
 __all__ = ("Container",)
@@ -303,7 +304,7 @@ class Container(AppScope):
         state: str | None = None,
     ) -> Call:
         """Open a CALL scope outside any session; see `Call`."""
-        return Call(self, None, values, asker, concurrent, rounds, answers, state)
+        return open_call(self, None, values, asker, concurrent, rounds, answers, state)
 
     # -- overrides ----------------------------------------------------------------------
 

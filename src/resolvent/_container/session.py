@@ -15,7 +15,7 @@ from .._runtime.teardown import settle
 from .._vocabulary.errors import ResolventError
 from .._vocabulary.questions import Asker
 from .._vocabulary.scopes import Scope
-from .call import Call
+from .call import Call, open_call
 from .plans import callable_name
 
 __all__ = ("Session", "SessionHost")
@@ -74,7 +74,9 @@ class Session:
         """
         if self.live.closed:
             raise self._closed("session.call()")
-        return Call(self._container, self.live, values, asker, concurrent, rounds, answers, state)
+        return open_call(
+            self._container, self.live, values, asker, concurrent, rounds, answers, state
+        )
 
     def _closed(self, use: str) -> ResolventError:
         return ResolventError(

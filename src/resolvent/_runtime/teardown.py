@@ -9,7 +9,6 @@ a resource up.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
@@ -61,12 +60,15 @@ class Exits(list[tuple["Step", Any]]):
     task of its own all the same (`hold`), wherever it is resolved from.
     """
 
-    # Defaults on the class, not an ``__init__``: a call makes one of these each time, and
-    # a Python ``__init__`` (with ``super().__init__()``) cost as much as the rest of it.
-    deadline: float = math.inf  # the call's `call_timeout` deadline, once resolving
-    group: TaskGroup | None = None
-    guard: Any = None  # from `begin`: a mark (asyncio) or an entered cancel scope
-    closed: bool = False  # set when the call's block ends; see `enter`
+    # Slots, set by whoever makes one (`resolvent._container.call.open_call`), not an
+    # ``__init__``: a call makes one of these each time, and a Python ``__init__`` (with
+    # ``super().__init__()``) cost as much as the rest of it; defaults on the class (an
+    # instance dictionary) cost twice what the slots do.
+    __slots__ = ("closed", "deadline", "group", "guard")
+    deadline: float  # the call's `call_timeout` deadline, once resolving (math.inf until)
+    group: TaskGroup | None
+    guard: Any  # from `begin`: a mark (asyncio) or an entered cancel scope; None until
+    closed: bool  # set when the call's block ends; see `enter`
 
     async def open(self, *, holders: bool) -> None:
         """Enter the call's scope (with a task group if *holders*), in the caller's task."""
