@@ -34,18 +34,18 @@ __all__ = ("Call", "CallHost", "open_call")
 
 if TYPE_CHECKING:
     T = TypeVar("T")
-    from .._runtime.rounds import Rounds
+    from .._runtime.rounds import Rounds, open_rounds
     from .deadlines import CallHost
 else:
 
-    def Rounds(*args: Any) -> Any:
+    def open_rounds(*args: Any) -> Any:
         """The first multi-round call loads `_runtime.rounds` (a program that never asks
-        over rounds may never need it) and puts the class itself in this name, so each
-        later ``Rounds(...)`` is a plain global look-up, as if imported at the top."""
-        global Rounds
-        from .._runtime.rounds import Rounds
+        over rounds may never need it) and puts the function itself in this name, so each
+        later ``open_rounds(...)`` is a plain global look-up, as if imported at the top."""
+        global open_rounds
+        from .._runtime.rounds import open_rounds
 
-        return Rounds(*args)
+        return open_rounds(*args)
 
 
 _NEW, _OPEN, _CLOSED = "new", "open", "closed"  # a Call's life, compared by identity
@@ -167,15 +167,28 @@ class Call(Deadlines):
         if args is None:
             args = EMPTY
         container = self._container
-        scopes = (container._app, self._session, self)  # `_scopes`, inline: every call's path
+        app, session = container._app, self._session
+        scopes = (app, session, self)  # `_scopes`, inline: every call's path
         if isinstance(plan, Plan):
             plan = self._prepare(plan, scopes)
         else:
-            found = _known(container, plan)
+            # `_known`, inline: every call's path.
+            found = None
+            if not container._overridden:
+                cache = container._plans
+                try:
+                    found = cache.plans.get(plan)
+                except TypeError:  # an unhashable callable object
+                    pass
+                else:
+                    if found is not None and (
+                        found.fn is not plan or found.generation != cache.generation
+                    ):
+                        found = None
             if found is None:  # a bound method or partial shares its function's plan
                 _, found, args = container._for_run(plan, args)
                 check_scopes(found, scopes)
-            elif None in scopes:  # a scope not open: whether the plan needs it
+            elif app is None or session is None:  # a scope not open: whether the plan needs it
                 check_scopes(found, scopes)
             plan = found
         timeout = container._call_timeout
@@ -351,7 +364,7 @@ def open_call(
     call.concurrent = container._concurrent if concurrent is None else concurrent
     call.rounds = None
     if rounds or answers or state:
-        call.rounds = Rounds(answers, state, container.answer_timeout)
+        call.rounds = open_rounds(answers, state, container.answer_timeout)
     call.exits = exits = Exits()
     exits.deadline = math.inf  # `Exits`' slots: it has no ``__init__`` (see there)
     exits.group = exits.guard = None

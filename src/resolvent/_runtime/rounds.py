@@ -20,7 +20,7 @@ from .._vocabulary.questions import QUESTION_KINDS, Answered, Asker, Outcome, Qu
 if TYPE_CHECKING:
     from .._graph.plan import Step
 
-__all__ = ("AnswerPending", "Asking", "Rounds", "ask", "question_kind")
+__all__ = ("AnswerPending", "Asking", "Rounds", "ask", "open_rounds", "question_kind")
 
 
 if TYPE_CHECKING:
@@ -84,6 +84,8 @@ class Rounds:
     (by digest) it was given to; each question is asked once.
     """
 
+    # Made by `open_rounds`, with no ``__init__``: a multi-round call makes one each time,
+    # and a Python ``__init__`` run through the class costs as much as the rest of it.
     __slots__ = (
         "answer_timeout",
         "answers",
@@ -97,31 +99,18 @@ class Rounds:
 
     MAX_STATE = 1 << 20
 
-    def __init__(
-        self,
-        answers: Mapping[str, Any] | None,
-        state: str | None,
-        answer_timeout: float | None = None,
-    ) -> None:
-        self.answers: Mapping[str, Any] = dict(answers) if answers else _NOTHING
-        self.recorded: Mapping[str, dict[str, Any]]
-        self.asked: Mapping[str, str]
-        if state:
-            self.recorded, self.asked = self._decode(state)
-        else:  # a first round: nothing to decode, nothing answered
-            self.recorded = self.asked = _NOTHING
-        self.pending: dict[str, Any] = {}
-        self.asking: dict[str, str] = {}
-        self.persist: dict[str, dict[str, Any]] = {}
-        # With an answer bound: when each question was first asked (wall clock, since
-        # the next round may run in another process), carried in the state.
-        self.answer_timeout = answer_timeout
-        self.asked_at: dict[str, float] = {}
-        if answer_timeout is not None and self.asked:
-            self.asked_at = self._decode_times(state)
+    answers: Mapping[str, Any]
+    recorded: Mapping[str, dict[str, Any]]
+    asked: Mapping[str, str]
+    pending: dict[str, Any]
+    asking: dict[str, str]
+    persist: dict[str, dict[str, Any]]
+    answer_timeout: float | None
+    asked_at: dict[str, float]  # with an answer bound only: see `open_rounds`
 
     @classmethod
-    def _decode_times(cls, state: Any) -> dict[str, float]:
+    def decode_times(cls, state: Any) -> dict[str, float]:
+        """When each question in *state* (well-formed: `decode` read it) was first asked."""
         import json
 
         data = _as_dict(json.loads(state))
@@ -131,7 +120,7 @@ class Rounds:
         return {k: float(t) for k, t in times.items() if isinstance(t, int | float)}
 
     @classmethod
-    def _decode(cls, state: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    def decode(cls, state: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
         """Decode untrusted state; anything malformed counts as no progress."""
         if not state or not isinstance(state, str) or len(state) > cls.MAX_STATE:
             return {}, {}
@@ -201,6 +190,33 @@ class Rounds:
     def raise_if_pending(self) -> None:
         if self.pending:
             raise InputRequired(dict(self.pending), self.state())
+
+
+def open_rounds(
+    answers: Mapping[str, Any] | None, state: str | None, answer_timeout: float | None = None
+) -> Rounds:
+    """A multi-round call's `Rounds`: the *answers* and *state* its caller carried."""
+    rounds = Rounds()
+    rounds.answers = dict(answers) if answers else _NOTHING
+    if state:
+        rounds.recorded, rounds.asked = Rounds.decode(state)
+    else:  # a first round: nothing to decode, nothing answered
+        rounds.recorded = rounds.asked = _NOTHING
+    rounds.pending = {}
+    rounds.asking = {}
+    rounds.persist = {}
+    # With an answer bound: when each question was first asked (wall clock, since the
+    # next round may run in another process), carried in the state. Without, never read.
+    rounds.answer_timeout = answer_timeout
+    if answer_timeout is None:
+        rounds.asked_at = _NO_TIMES
+    else:
+        rounds.asked_at = Rounds.decode_times(state) if rounds.asked else {}
+    return rounds
+
+
+_NO_TIMES: dict[str, float] = {}
+"""`Rounds.asked_at` without an answer bound: read and written only with one."""
 
 
 def _as_dict(value: object) -> dict[str, Any] | None:
