@@ -256,6 +256,43 @@ async def test_a_round_that_asks_rolls_back_and_the_last_round_commits(mode: str
         assert sorted(opened(log)) == ["commit seat", "disconnect"]
 
 
+@pytest.mark.parametrize("where", ["resolver", "handler"])
+async def test_a_round_a_resolver_or_handler_forwards_rolls_back_before_it_leaves(
+    where: str,
+) -> None:
+    """An `InputRequired` that the call's own code raises (a round of another server it
+    forwards) ends the round as asking does: rolled back before it reaches the caller,
+    whether the generated code ran the whole call or a resolver raised it."""
+    log: list[str] = []
+    container = Container()
+    transaction, connection = transactional(container, log)
+    forwarded = InputRequired({"other": "Keep it?"}, "other-state")
+
+    async def reserve(tx: Annotated[Tx, Resolve(transaction)]) -> Tx:
+        if where == "resolver":
+            raise forwarded
+        return tx
+
+    async def book(
+        tx: Annotated[Tx, Resolve(reserve)], conn: Annotated[str, Resolve(connection)]
+    ) -> str:
+        raise forwarded
+
+    async with container:
+        for _ in range(2):  # its first call interpreted, then its generated code
+            log.clear()
+            async with container.call(rounds=True) as call:
+                with pytest.raises(InputRequired) as asked:
+                    await call.run(book)
+                assert asked.value is forwarded
+                if where == "resolver":  # before the connection opened
+                    assert log == ["begin", "rollback InputRequired"]
+                else:
+                    assert opened(log) == ["rollback InputRequired"]
+            if where == "handler":
+                assert log[2:] == ["rollback InputRequired", "disconnect"]
+
+
 # -- State on every store ------------------------------------------------------------------
 
 

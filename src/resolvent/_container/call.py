@@ -26,7 +26,7 @@ from .._vocabulary.errors import AnswerPending, InputRequired, ResolventError
 from .._vocabulary.questions import Asker
 from .._vocabulary.scopes import Scope
 from .deadlines import Deadlines
-from .launch import EMPTY, check_scopes
+from .launch import EMPTY, PLAN_CODE, check_scopes
 from .plans import callable_name, refuse_generator
 
 __all__ = ("Call", "CallHost", "open_call")
@@ -49,7 +49,11 @@ else:
 
 
 _NEW, _OPEN, _CLOSED = "new", "open", "closed"  # a Call's life, compared by identity
-_CALL_ONLY = frozenset((Scope.CALL,))  # the scopes of a plan that needs no scope but its call
+# The scopes of a plan that needs no scope but its call, and of one that needs no session:
+# with the APP scope or the session not open, a plan whose scopes are within these needs
+# no `check_scopes` (which refuses it by name), a set comparison without a frame.
+_CALL_ONLY = frozenset((Scope.CALL,))
+_NO_SESSION = frozenset((Scope.APP, Scope.CALL))
 
 
 class Call(Deadlines):
@@ -142,12 +146,6 @@ class Call(Deadlines):
         None), its session's (or None) and itself."""
         return (self._container._app, self._session, self)
 
-    def _prepare(self, target: Plan, scopes: tuple[Any, ...]) -> Plan:
-        plan = self._container._current(target)
-        if None in scopes and not plan.scopes <= _CALL_ONLY:  # one not open: needed?
-            check_scopes(plan, scopes)
-        return plan
-
     async def resolve(
         self, plan: Plan | Callable[..., Any], args: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
@@ -170,25 +168,22 @@ class Call(Deadlines):
         app, session = container._app, self._session
         scopes = (app, session, self)  # `_scopes`, inline: every call's path
         if isinstance(plan, Plan):
-            plan = self._prepare(plan, scopes)
+            plan = _prepare(self, plan, scopes)
         else:
             # `_known`, inline: every call's path.
-            found = None
-            if not container._overridden:
-                cache = container._plans
-                try:
-                    found = cache.plans.get(plan)
-                except TypeError:  # an unhashable callable object
-                    pass
-                else:
-                    if found is not None and (
-                        found.fn is not plan or found.generation != cache.generation
-                    ):
-                        found = None
+            cache = container._plans
+            try:
+                found = None if container._overridden else cache.plans.get(plan)
+            except TypeError:  # an unhashable callable object
+                found = None
+            if found is not None and (found.fn is not plan or found.generation != cache.generation):
+                found = None
             if found is None:  # a bound method or partial shares its function's plan
                 _, found, args = container._for_run(plan, args)
                 check_scopes(found, scopes)
-            elif app is None or session is None:  # a scope not open: whether the plan needs it
+            elif (app is None and not found.scopes <= _CALL_ONLY) or (
+                session is None and not found.scopes <= _NO_SESSION
+            ):  # a scope it may need is not open
                 check_scopes(found, scopes)
             plan = found
         timeout = container._call_timeout
@@ -248,7 +243,14 @@ class Call(Deadlines):
         # Branches only where two steps could overlap (`Plan.overlaps`); else the
         # sequential code, which gives the same values in the same order.
         concurrent = self.concurrent and plan.overlaps
-        if not concurrent and not self.cache and self.flight is None and self.sharing is None:
+        rounds = self.rounds
+        if (
+            not concurrent
+            and not self.cache
+            and self.flight is None
+            and self.sharing is None
+            and (rounds is None or not rounds.pending)  # else generated code stopped at one
+        ):
             # Generated code (`fly`, inline), in a multi-round call too: up to a
             # question with no answer yet, where the interpreter goes on (`_unanswered`).
             self.flight = plan
@@ -283,27 +285,45 @@ class Call(Deadlines):
         if self._state is not _OPEN:
             raise _misuse(self, "run", fn)
         container = self._container
-        scopes = (container._app, self._session, self)  # `_scopes`, inline: every call's path
+        app, session = container._app, self._session
+        scopes = (app, session, self)  # `_scopes`, inline: every call's path
         if isinstance(fn, Plan):
-            plan = self._prepare(fn, scopes)
+            plan = _prepare(self, fn, scopes)
         else:
             found = _known(container, fn)
             if found is None:  # a bound method or partial shares its function's plan
                 fn, found, kwargs = container._for_run(fn, kwargs)
                 check_scopes(found, scopes)
-            elif None in scopes and not found.scopes <= _CALL_ONLY:  # one not open: needed?
+            elif (app is None and not found.scopes <= _CALL_ONLY) or (
+                session is None and not found.scopes <= _NO_SESSION
+            ):  # a scope it may need is not open
                 check_scopes(found, scopes)
             plan = found
             if not (plan.fn_is_async or plan.fn_threaded):  # inline, or a generator
                 refuse_generator(plan, "call.run" if self._session is None else "session.run")
+        rounds = self.rounds
         if (
-            self.rounds is None
-            and (not self.concurrent or not plan.overlaps)
-            and container.call_timeout is None
+            (not self.concurrent or not plan.overlaps)
+            and container._call_timeout is None
+            # A traced plan's multi-round call: its span carries the round (`run_in`).
+            and (rounds is None or plan.code is PLAN_CODE)
             and fly(self, plan)
         ):
             try:
                 return await plan.run_fn(kwargs, self.values, scopes, plan.fn)
+            except AnswerPending as exc:
+                # A multi-round call's question with no answer yet (never the function's:
+                # only a resolution asks): the interpreter goes on below, from what the
+                # generated code made (`_unanswered`), as `_resolve` does.
+                if rounds is None or not _unanswered(self, exc):
+                    raise
+            except InputRequired as pending:
+                # A round that ends by asking (a question a resolver or the function
+                # forwards): rolled back now, as `run_here` does.
+                if rounds is not None:
+                    land(self, plan)
+                    await settle_writes(self.exits, pending)
+                raise
             finally:
                 land(self, plan)
         # Resolved here (the interpreter, a deadline, concurrent branches, another
@@ -318,24 +338,20 @@ class Call(Deadlines):
         resolution as `resolve` makes it (but its generated path, which `run` found taken),
         then the function. Called through the plan's code (`PlanCode.run_in`), not by users."""
         timeout = self._container._call_timeout
-        if self.rounds is not None:
-            try:
-                if timeout is None:
-                    injected = await self._resolve(plan, kwargs)
-                else:
-                    injected = await self._resolve_within(plan, kwargs, timeout)
-            except InputRequired as pending:
-                await settle_writes(self.exits, pending)  # rolled back, as `resolve` does
-                raise
-        elif timeout is None:
-            injected = await self._resolve(plan, kwargs)
-        else:
-            injected = await self._resolve_within(plan, kwargs, timeout)
-        if plan.fn_threaded:
-            return await abandonable(functools.partial(plan.fn, **kwargs, **injected))
-        result = plan.fn(**kwargs, **injected)
-        if plan.fn_is_async or inspect.isawaitable(result):
-            result = await result
+        try:
+            if timeout is None:
+                injected = await self._resolve(plan, kwargs)
+            else:
+                injected = await self._resolve_within(plan, kwargs, timeout)
+            if plan.fn_threaded:
+                return await abandonable(functools.partial(plan.fn, **kwargs, **injected))
+            result = plan.fn(**kwargs, **injected)
+            if plan.fn_is_async or inspect.isawaitable(result):
+                result = await result
+        except InputRequired as pending:
+            if self.rounds is not None:  # a round that ends by asking: rolled back now
+                await settle_writes(self.exits, pending)  # as `resolve` does
+            raise
         return result
 
 
@@ -380,6 +396,14 @@ def open_call(
     call._deadline = None  # the deadlines' (see `Deadlines`)
     call._paused = None  # a list only while a question pauses the deadline
     return call
+
+
+def _prepare(call: Call, target: Plan, scopes: tuple[Any, ...]) -> Plan:
+    """*target*, a plan given to `Call.resolve` or `Call.run`, as current and checked."""
+    plan = call._container._current(target)
+    if None in scopes and not plan.scopes <= _CALL_ONLY:  # one not open: needed?
+        check_scopes(plan, scopes)
+    return plan
 
 
 def _misuse(call: Call, method: str, target: Plan | Callable[..., Any] | None) -> ResolventError:

@@ -146,7 +146,7 @@ class InvalidAnswer(ResolventError):
 class AnswerPending(Exception):
     """A question has no answer yet in this round of a multi-round call. Never reaches a
     caller: the interpreter marks the value pending, and a resolution by generated code
-    hands over to the interpreter there (`Call._resolve`); the round ends in
+    hands over to the interpreter there (`Call._resolve`, `Call.run`); the round ends in
     `InputRequired`."""
 
 
