@@ -66,14 +66,15 @@ class Call(Deadlines):
         kwargs = await call.resolve(plan, {"user_id": "u1"})
     ```
 
-    Args:
-        values: framework values by declared type.
-        asker: ``async (message, schema) -> ElicitationResult`` answering `Elicit`.
-        concurrent: run independent async branches at once (default: the container's).
-        rounds: multi-round mode: unanswered questions are batched and raised as
-            `InputRequired` instead of asked; resume with *answers* and *state*.
-        answers: wire key -> JSON-shaped answer (MCP ``ElicitResult`` shape for `Elicit`).
-        state: the `InputRequired.state` of the previous round.
+    What both take:
+
+    - *values*: framework values by declared type.
+    - *asker*: ``async (message, schema) -> ElicitationResult`` answering `Elicit`.
+    - *concurrent*: run independent async branches at once (default: the container's).
+    - *rounds*: multi-round mode: unanswered questions are batched and raised as
+      `InputRequired` instead of asked; resume with *answers* and *state*.
+    - *answers*: wire key -> JSON-shaped answer (MCP ``ElicitResult`` shape for `Elicit`).
+    - *state*: the `InputRequired.state` of the previous round.
     """
 
     # Made by `open_call`, with no ``__init__``: a call makes one of these each time, and
