@@ -45,6 +45,26 @@ def test_plan_is_frozen() -> None:
     assert isinstance(plan.inputs, tuple)
 
 
+def test_a_plan_and_a_reading_are_frozen_once_made() -> None:
+    """A plan and a function's reading are made by plain assignment, then frozen: what
+    anyone gets refuses assignment and deletion, and is of the class it says."""
+    from resolvent._graph.registry import Provider
+    from resolvent._reading.signature import FunctionInfo, read_function
+
+    container = Container(values=(Ctx,))
+    handler = sample(container)
+    plan = container.compile(handler)
+    reading = read_function(handler)
+    provider = Provider(reading, Scope.APP, False)
+    assert (type(plan), type(reading), type(provider)) == (Plan, FunctionInfo, Provider)
+    assert (provider.name, provider.scope) == (reading.name, Scope.APP)
+    for record, field in ((plan, "name"), (reading, "name"), (provider, "scope")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(record, field, "changed")
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            delattr(record, field)
+
+
 def test_plan_is_cached_per_function() -> None:
     container = Container(values=(Ctx,))
     handler = sample(container)

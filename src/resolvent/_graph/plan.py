@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
 from .._reading.signature import FunctionInfo
-from .._vocabulary.frozen import Frozen, put
+from .._vocabulary.frozen import Frozen, making, put
 from .._vocabulary.questions import OutcomeFamily
 from .._vocabulary.scopes import Scope
 from .overlap import Branches
@@ -280,8 +280,8 @@ class Plan(Frozen):
     """index -> (parent's index, parameter): made for an error's path."""
     _branches: Branches[Step] | None
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         fn: Callable[..., Any],
         name: str,
@@ -297,23 +297,26 @@ class Plan(Frozen):
         code: PlanCode,
         overrides: Any = None,
         fn_threaded: bool = False,
-    ) -> None:
-        put(self, "fn", fn)
-        put(self, "name", name)
-        put(self, "steps", steps)
-        put(self, "inputs", inputs)
-        put(self, "arguments", arguments)
-        put(self, "value_types", value_types)
-        put(self, "scopes", scopes)
-        put(self, "needs_call", needs_call)
-        put(self, "generation", generation)
-        put(self, "fn_is_async", fn_is_async)
-        put(self, "run_fn", run_fn)
-        put(self, "code", code)
-        put(self, "overrides", overrides)
-        put(self, "fn_threaded", fn_threaded)
-        for cache in _CACHES:
-            put(self, cache, None)
+    ) -> Plan:
+        self = _new(_Making)  # assigned plainly (a `put` costs ten stores), then a plan
+        self.fn = fn
+        self.name = name
+        self.steps = steps
+        self.inputs = inputs
+        self.arguments = arguments
+        self.value_types = value_types
+        self.scopes = scopes
+        self.needs_call = needs_call
+        self.generation = generation
+        self.fn_is_async = fn_is_async
+        self.run_fn = run_fn
+        self.code = code
+        self.overrides = overrides
+        self.fn_threaded = fn_threaded
+        self._generated = self._direct = self._entry = self._on_hot = None
+        self._slots = self._parents = self._branches = None
+        self.__class__ = cls
+        return self
 
     def _made(self, name: str, value: Any) -> Any:
         put(self, name, value)  # a cache of the plan's own: set once
@@ -450,8 +453,8 @@ class Plan(Frozen):
         return to_dot(self)
 
 
-_CACHES = ("_generated", "_direct", "_entry", "_on_hot", "_slots", "_parents", "_branches")
-"""A plan's fields made on first use (`Plan._made`), None until then."""
+_Making = making(Plan)  # what `Plan.__new__` makes one in
+_new = object.__new__
 
 
 def direct_shape(steps: tuple[Step, ...]) -> bool:

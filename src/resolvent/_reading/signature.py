@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, get_args, get_origin
 
 from .._vocabulary.errors import InvalidSignature
-from .._vocabulary.frozen import Frozen, put
+from .._vocabulary.frozen import Frozen, making, put
 from .._vocabulary.markers import ReadingEpoch, Resolve
 from .._vocabulary.questions import OUTCOME_FAMILIES, OutcomeFamily
 from .annotations import (
@@ -121,8 +121,8 @@ class FunctionInfo(Frozen, compare=True):
     """A name its return annotation uses that does not exist at run time (the return
     type is then unknown): an error once the function is used as a resolver (`needs_return`)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         fn: Callable[..., Any],
         name: str,
         params: tuple[Param, ...],
@@ -132,16 +132,19 @@ class FunctionInfo(Frozen, compare=True):
         awaits: bool = False,
         asks: Any = NO_DEFAULT,
         unresolved_return: str | None = None,
-    ) -> None:
-        put(self, "fn", fn)
-        put(self, "name", name)
-        put(self, "params", params)
-        put(self, "kind", kind)
-        put(self, "provides", provides)
-        put(self, "may_ask", may_ask)
-        put(self, "awaits", awaits)
-        put(self, "asks", asks)
-        put(self, "unresolved_return", unresolved_return)
+    ) -> FunctionInfo:
+        self = _new(_Reading)  # assigned plainly (see `making`), then a *cls*
+        self.fn = fn
+        self.name = name
+        self.params = params
+        self.kind = kind
+        self.provides = provides
+        self.may_ask = may_ask
+        self.awaits = awaits
+        self.asks = asks
+        self.unresolved_return = unresolved_return
+        self.__class__ = cls
+        return self
 
     def needs_return(self) -> None:
         """Raise if the return annotation could not be read: a resolver's is needed."""
@@ -149,6 +152,10 @@ class FunctionInfo(Frozen, compare=True):
             raise unresolved_error(
                 self.fn, "return", self.unresolved_return, "a resolver's return type"
             )
+
+
+_Reading = making(FunctionInfo)
+_new = object.__new__
 
 
 def _is_marker_class(obj: Any) -> bool:
