@@ -8,7 +8,7 @@ from pydantic import BaseModel
 import resolvent._graph.registry as registry_module
 from modes import MODES, make_container, run
 from resolvent import Container, Elicit, Resolve, Scope, inline
-from resolvent._reading.signature import RESOLVE_MARKERS, register_resolve_marker
+from resolvent._reading.params import RESOLVE_MARKERS, register_resolve_marker
 
 
 async def shared() -> int:

@@ -516,7 +516,8 @@ async def test_a_parameter_that_wants_no_outcome_keeps_no_field_for_it() -> None
     most marked ones) keep no field for it and say they want none; one that wants it
     keeps its family and receives the outcome."""
     from resolvent import Accepted
-    from resolvent._reading.signature import Param, read_function
+    from resolvent._reading.params import Param
+    from resolvent._reading.signature import read_function
 
     async def plain() -> int:
         return 7

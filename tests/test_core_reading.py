@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import pytest
 
-from resolvent import Resolve
+from resolvent import InvalidSignature, Resolve
 from resolvent._reading.annotations import strict_hints
 from resolvent._reading.signature import _parameters
 
@@ -99,15 +99,56 @@ def _ordinary() -> list[Any]:
 def test_parameters_read_in_one_pass_are_what_the_full_reading_gives(fn: Any) -> None:
     """A plain function's ordinary parameters are read in one pass; the others (None
     there) by the reading that checks each parameter."""
-    from resolvent._reading.signature import _plain_params, _read_params
+    from resolvent._reading.params import plain_params, plain_reading
+    from resolvent._reading.signature import _read_params
 
     def read(params: Any) -> list[Any]:  # a marker is its resolver
         return [(p.name, p.bare, p.marker and p.marker.fn, p.default, p.outcome) for p in params]
 
     hints = strict_hints(fn)
-    fast = _plain_params(fn, hints)
+    fast = plain_params(fn, hints)
     assert fast is None or read(fast) == read(_read_params(fn, fn.__name__, hints, {}))
     assert (fast is None) == (fn.__name__ in ("two_notes", "defaulted", "generic"))
+    # Annotations and parameters at once: only where both would be read in one pass,
+    # and none but those of its parameters and return (not a **kwargs's, say).
+    both = plain_reading(fn)
+    assert both is None or (both[0] is fn.__annotations__ and read(both[1]) == read(fast or []))
+    assert (both is None) == (fn.__name__ in ("by_type", "two_notes", "defaulted", "generic"))
+
+
+def test_a_class_registered_as_a_marker_later_is_refused_where_written_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A parameter annotated with a class is one shared reading, until that class is
+    registered as a marker: written alone it is then a mistake the reading names."""
+    from resolvent._reading.params import RESOLVE_MARKERS, plain_reading, register_resolve_marker
+    from resolvent._reading.signature import read_function
+
+    class Mark:
+        def __init__(self, fn: Any) -> None:
+            self.fn = fn
+
+    def before(x: Mark) -> int: ...
+    def after(x: Mark) -> int: ...
+
+    assert plain_reading(before) is not None and read_function(before).params[0].bare is Mark
+    monkeypatch.setitem(RESOLVE_MARKERS, Mark, lambda m: Resolve(m.fn))
+    del RESOLVE_MARKERS[Mark]  # registered the public way, undone at the end
+    register_resolve_marker(Mark, lambda m: Resolve(m.fn))
+    assert plain_reading(after) is None
+    with pytest.raises(InvalidSignature, match="annotated with the marker itself"):
+        read_function(after)
+
+
+def test_a_marker_written_on_keyword_arguments_is_refused() -> None:
+    """The one-pass reading reads a function's parameters, not its ``**kwargs``: one whose
+    ``**kwargs`` carries a marker class is read by the reading that names the mistake."""
+    from resolvent._reading.signature import read_function
+
+    def extra(d: Annotated[int, Resolve(dep)], **kw: Resolve) -> int: ...
+
+    with pytest.raises(InvalidSignature, match=r"parameter 'kw' .* the marker itself"):
+        read_function(extra)
 
 
 def test_a_class_registered_as_a_context_manager_is_read_again() -> None:

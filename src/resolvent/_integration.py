@@ -28,7 +28,7 @@ from ._reading.annotations import (
     with_article,
 )
 from ._reading.kinds import is_inline
-from ._reading.signature import RESOLVE_MARKERS, register_resolve_marker
+from ._reading.params import RESOLVE_MARKERS, register_resolve_marker
 from ._runtime.cache import LiveScope
 from ._runtime.home import spawn_home
 from ._runtime.kept import Kept

@@ -18,7 +18,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.resolve import Resolve as SdkResolve
 
-from .._reading.signature import RESOLVE_MARKERS
+from .._reading.params import RESOLVE_MARKERS
 from .._vocabulary.errors import InvalidSignature
 from .._vocabulary.markers import INJECTED
 

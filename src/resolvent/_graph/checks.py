@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._reading.annotations import NO_DEFAULT, Unresolved, type_name, unresolved_error
 from .._reading.kinds import Kind, entered_class, enters_unknown
-from .._reading.signature import FunctionInfo, Param
+from .._reading.params import Param
+from .._reading.signature import FunctionInfo
 from .._reading.typecheck import accepted_data, may_hold
 from .._vocabulary.errors import InvalidSignature, ResolventError
 from .._vocabulary.scopes import Scope

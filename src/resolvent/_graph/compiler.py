@@ -15,7 +15,7 @@ from typing import Any, get_args, get_origin
 
 from .._reading.annotations import NO_DEFAULT, type_name
 from .._reading.kinds import Kind, is_inline
-from .._reading.signature import Param
+from .._reading.params import Param
 from .._vocabulary.frozen import Frozen, put
 from .._vocabulary.markers import Resolve
 from .._vocabulary.scopes import Scope

@@ -10,7 +10,8 @@ from typing import Any
 
 from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import is_inline
-from .._reading.signature import FunctionInfo, Param, read_function
+from .._reading.params import Param
+from .._reading.signature import FunctionInfo, read_function
 from .._vocabulary.frozen import Frozen, put
 from .._vocabulary.markers import ReadingEpoch
 from .._vocabulary.scopes import Scope

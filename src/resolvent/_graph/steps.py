@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
-from .._reading.signature import FunctionInfo, Param
+from .._reading.params import Param
+from .._reading.signature import FunctionInfo
 from .._vocabulary.scopes import Scope
 from .checks import refuse_unclosable
 from .plan import AskingStep, Graph, Input, Step, keep_shared

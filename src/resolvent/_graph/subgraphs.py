@@ -14,7 +14,7 @@ from .registry import UNSPLICEABLE, Closure, Expansion, Piece, Provider
 from .steps import scope_set
 
 if TYPE_CHECKING:
-    from .._reading.signature import Param
+    from .._reading.params import Param
     from .plan import Input
 
     class Walking(Protocol):

@@ -14,9 +14,8 @@ from collections.abc import Callable
 from typing import Annotated, Any, get_args, get_origin
 
 from .._vocabulary.errors import InvalidSignature
-from .._vocabulary.frozen import Frozen, making, put
-from .._vocabulary.markers import ReadingEpoch, Resolve
-from .._vocabulary.questions import OUTCOME_FAMILIES, OutcomeFamily
+from .._vocabulary.frozen import Frozen, making
+from .._vocabulary.markers import Resolve
 from .annotations import (
     ANNOTATED,
     NO_DEFAULT,
@@ -31,64 +30,16 @@ from .annotations import (
     unresolved_error,
 )
 from .kinds import Kind, kind_and_provides, refuse_bare_wrapper, refuse_model, under_partials
+from .params import (
+    RESOLVE_MARKERS,
+    OutcomeParam,
+    Param,
+    plain_annotations,
+    plain_params,
+    plain_reading,
+)
 
 __all__ = ("FunctionInfo", "Param", "read_function")
-
-RESOLVE_MARKERS: dict[type, Callable[[Any], Resolve]] = {Resolve: lambda marker: marker}
-"""Marker classes honoured in ``Annotated`` metadata, with a converter to `Resolve`."""
-
-
-def register_resolve_marker(cls: type, convert: Callable[[Any], Resolve]) -> None:
-    """Honour another library's ``Resolve``-like marker (the MCP SDK's, for one)."""
-    RESOLVE_MARKERS[cls] = convert
-    ReadingEpoch.now += 1
-
-
-class Param(Frozen, compare=True):
-    """One parameter as written.
-
-    Attributes:
-        name: the parameter's name.
-        bare: the annotation without ``Annotated`` metadata (``inspect.Parameter.empty``
-            when unannotated).
-        marker: the `Resolve` marker, if the parameter has one.
-        outcome: for a marked parameter that wants the whole outcome, its family.
-        default: the default value, or ``inspect.Parameter.empty``.
-    """
-
-    __slots__ = ("bare", "default", "marker", "name")
-    name: str
-    bare: Any
-    marker: Resolve | None
-    default: Any
-
-    def __init__(self, name: str, bare: Any, marker: Resolve | None, default: Any) -> None:
-        put(self, "name", name)
-        put(self, "bare", bare)
-        put(self, "marker", marker)
-        put(self, "default", default)
-
-    if typing.TYPE_CHECKING:  # a field of `_OutcomeParam` only (see below)
-
-        @property
-        def outcome(self) -> OutcomeFamily | None: ...
-
-
-# Few parameters want a whole outcome: the others keep no field for it. Their *outcome*
-# is the class's None; one that wants it is an `_OutcomeParam`, whose slot shadows it.
-type.__setattr__(Param, "outcome", None)
-
-
-class _OutcomeParam(Param):
-    """A marked parameter that wants the whole outcome: its family beside the fields."""
-
-    __slots__ = ("outcome",)  # pyright: ignore[reportIncompatibleMethodOverride]
-
-    def __init__(
-        self, name: str, bare: Any, marker: Resolve, default: Any, outcome: OutcomeFamily
-    ) -> None:
-        super().__init__(name, bare, marker, default)
-        put(self, "outcome", outcome)
 
 
 class FunctionInfo(Frozen, compare=True):
@@ -173,22 +124,6 @@ def _written_type(annotation: Any) -> str:
 def _written_marker(marker: Any) -> str:
     fn = getattr(marker, "fn", None)
     return "Resolve(fn)" if fn is None else f"Resolve({getattr(fn, '__name__', 'fn')})"
-
-
-def _plain_annotations(fn: Any) -> dict[str, Any] | None:
-    """*fn*'s ``__annotations__``, read as they are (not copied), where `_misplaced_marker`
-    would find nothing: no annotation is a marker class (most handlers and resolvers).
-    None for anything else, which the general path reads."""
-    if type(fn) is not types.FunctionType:
-        return None
-    hints: dict[str, Any] = fn.__annotations__  # read, never changed
-    for value in hints.values():
-        if isinstance(value, type):
-            if value in RESOLVE_MARKERS:
-                return None
-        elif not (isinstance(value, ANNOTATED) and isinstance(value.__origin__, type)):
-            return None
-    return hints
 
 
 def _misplaced_marker(fn: Callable[..., Any], name: str) -> None:
@@ -312,19 +247,25 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
             "  fix: pass the function (or class) itself, not the result of calling it"
         )
     name = describe_fn(fn)
-    hints = _plain_annotations(fn)
-    unresolved: dict[str, str]
-    if hints is not None:
-        unresolved = {}  # nothing to evaluate, no marker misplaced, not a class
+    plain = plain_reading(fn)
+    unresolved: dict[str, str] = {}  # (for a plain reading: nothing to evaluate)
+    params: list[Param] | None
+    if plain is not None:
+        hints, params = plain
     else:
-        _misplaced_marker(fn, name)
-        refuse_model(fn, name)
-        hints, unresolved = lenient_hints(fn)
+        params = None
+        found = plain_annotations(fn)  # no marker misplaced, not a class
+        if found is None:
+            _misplaced_marker(fn, name)
+            refuse_model(fn, name)
+            found, unresolved = lenient_hints(fn)
+        hints = found
     returns = fn if inspect.isclass(fn) else hints.get("return", NO_DEFAULT)
     if "return" in unresolved:
         returns = NO_DEFAULT  # unknown: needed only if fn is used as a resolver
     refuse_bare_wrapper(fn, returns)
-    params = _plain_params(fn, hints) if not unresolved else None
+    if params is None and not unresolved:
+        params = plain_params(fn, hints)
     if params is None:
         params = _read_params(fn, name, hints, unresolved)
     if plain_async(fn, returns):  # as read before: no context manager, no question
@@ -349,67 +290,6 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
 
 
 _ASYNC = Kind.ASYNC
-
-
-def _plain_params(fn: Any, hints: dict[str, Any]) -> list[Param] | None:
-    """What `_read_params` gives, in one pass over the code object, when every parameter
-    is ordinary: a class, or ``Annotated[C, Resolve(...)]`` holding that one marker of
-    something callable; no default, no ``*args``, not positional-only (``**kwargs`` is
-    skipped, given nothing). None for anything else: `_read_params` says what is wrong."""
-    if (
-        type(fn) is not types.FunctionType
-        or fn.__defaults__
-        or fn.__kwdefaults__
-        or getattr(fn, "__wrapped__", _ABSENT) is not _ABSENT
-        or getattr(fn, "__signature__", _ABSENT) is not _ABSENT
-    ):
-        return None
-    code = fn.__code__
-    if code.co_posonlyargcount or code.co_flags & inspect.CO_VARARGS:
-        return None
-    global _families_seen
-    if _families_seen != len(OUTCOME_FAMILIES) or len(_PARAMS) >= 4096:
-        _PARAMS.clear()  # a family registered since: a parameter may want it now
-        _families_seen = len(OUTCOME_FAMILIES)
-    params: list[Param] = []
-    for p_name in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]:
-        annotation = hints.get(p_name, NO_DEFAULT)
-        if annotation.__class__ is type:  # a class (or none: `NO_DEFAULT` is one too)
-            key: tuple[Any, ...] = (p_name, id(annotation))
-            param = _PARAMS.get(key)
-            if param is None:
-                param = _PARAMS[key] = Param(p_name, annotation, None, NO_DEFAULT)
-            params.append(param)
-            continue
-        if not isinstance(annotation, ANNOTATED):
-            return None
-        metadata = annotation.__metadata__
-        marker = metadata[0]
-        if len(metadata) != 1 or marker.__class__ is not Resolve:
-            return None
-        target = marker.fn
-        if target is not None and (isinstance(target, Unresolved) or not callable(target)):
-            return None
-        bare = annotation.__origin__
-        key = (p_name, id(bare), id(target))
-        param = _PARAMS.get(key)
-        if param is None:
-            family = outcome_family(bare)
-            param = _PARAMS[key] = (
-                Param(p_name, bare, marker, NO_DEFAULT)
-                if family is None
-                else _OutcomeParam(p_name, bare, marker, NO_DEFAULT, family)
-            )
-        params.append(param)
-    return params
-
-
-_PARAMS: dict[tuple[Any, ...], Param] = {}
-"""Ordinary parameters read before, by name and the identities of their class and resolver
-(held by each, so unique): every ``user: Annotated[User, Resolve(current_user)]`` is one
-value, whose marker may be another `Resolve` of that resolver (a marker is its resolver).
-Emptied when a function is read with 4,096 or more (one function's may go past it)."""
-_families_seen = 0
 
 
 def _read_params(
@@ -494,6 +374,6 @@ def _read_params(
         params.append(
             Param(p_name, bare, marker, p_default)
             if family is None
-            else _OutcomeParam(p_name, bare, marker, p_default, family)
+            else OutcomeParam(p_name, bare, marker, p_default, family)
         )
     return params
