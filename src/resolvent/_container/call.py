@@ -168,25 +168,23 @@ class Call(Deadlines):
         container = self._container
         app, session = container._app, self._session
         scopes = (app, session, self)  # `_scopes`, inline: every call's path
-        if isinstance(plan, Plan):
-            plan = _prepare(self, plan, scopes)
-        else:
-            # `_known`, inline: every call's path.
-            cache = container._plans
-            try:
-                found = None if container._overridden else cache.plans.get(plan)
-            except TypeError:  # an unhashable callable object
-                found = None
-            if found is not None and (found.fn is not plan or found.generation != cache.generation):
-                found = None
-            if found is None:  # a bound method or partial shares its function's plan
+        # `_known`, inline (every call's path), before asking whether *plan* is a `Plan`.
+        cache = container._plans
+        try:
+            found = None if container._overridden else cache.plans.get(plan)
+        except TypeError:  # an unhashable callable object
+            found = None
+        if found is None or found.fn is not plan or found.generation != cache.generation:
+            if isinstance(plan, Plan):
+                found = _prepare(self, plan, scopes)
+            else:  # a bound method or partial shares its function's plan
                 _, found, args = container._for_run(plan, args)
                 check_scopes(found, scopes)
-            elif (app is None and not found.scopes <= _CALL_ONLY) or (
-                session is None and not found.scopes <= _NO_SESSION
-            ):  # a scope it may need is not open
-                check_scopes(found, scopes)
-            plan = found
+        elif (app is None and not found.scopes <= _CALL_ONLY) or (
+            session is None and not found.scopes <= _NO_SESSION
+        ):  # a scope it may need is not open
+            check_scopes(found, scopes)
+        plan = found
         timeout = container._call_timeout
         if self.rounds is not None:
             try:
@@ -288,10 +286,10 @@ class Call(Deadlines):
         container = self._container
         app, session = container._app, self._session
         scopes = (app, session, self)  # `_scopes`, inline: every call's path
-        if isinstance(fn, Plan):
+        found = _known(container, fn)  # before asking whether *fn* is a `Plan`
+        if found is None and isinstance(fn, Plan):
             plan = _prepare(self, fn, scopes)
         else:
-            found = _known(container, fn)
             if found is None:  # a bound method or partial shares its function's plan
                 fn, found, kwargs = container._for_run(fn, kwargs)
                 check_scopes(found, scopes)
