@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from .._engine.interpreter import interpret
@@ -147,9 +147,9 @@ class Call(Deadlines):
         None), its session's (or None) and itself."""
         return (self._container._app, self._session, self)
 
-    async def resolve(
+    def resolve(
         self, plan: Plan | Callable[..., Any], args: Mapping[str, Any] | None = None
-    ) -> dict[str, Any]:
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
         """Resolve the plan's injected parameters (name -> value) in this call scope.
 
         *plan* is a `Plan` or the function itself; a bound method or `functools.partial`
@@ -187,35 +187,29 @@ class Call(Deadlines):
         plan = found
         timeout = container._call_timeout
         if self.rounds is not None:
-            try:
-                if timeout is None:
-                    return await self._resolve(plan, args)
-                return await self._resolve_within(plan, args, timeout)
-            except InputRequired as pending:
-                # A round that ends by asking is not a success: what it would write is
-                # rolled back now, before the question leaves (see `settle`).
-                await settle_writes(self.exits, pending)
-                raise
+            return self._round(plan, args, timeout)
         if timeout is not None:
-            return await self._resolve_within(plan, args, timeout)
-        if (
-            (not self.concurrent or not plan.overlaps)
-            and self.made is None
-            and not self.cache
-            and self.flight is None
-            and self.sharing is None
-        ):
-            # `_resolve`'s generated path (`fly` inline), without a coroutine of its own.
-            self.flight = plan
-            try:
-                result: dict[str, Any] = await (plan._generated or plan.resolve_fn)(
-                    args, self.values, scopes, plan.fn
-                )
-            finally:
-                if self.flight is plan:
-                    land(self, plan)
-            return result
-        return await self._resolve(plan, args)
+            return self._resolve_within(plan, args, timeout)
+        if self.concurrent and plan.overlaps:
+            return self._resolve(plan, args)
+        # The plan's generated code, started here, not awaited in a coroutine of our own:
+        # it resolves in the call as `_resolve` does, handing over to it when another
+        # resolution is in flight in the call or made values there (`emit_flight`).
+        return (plan._generated or plan.resolve_fn)(args, self.values, scopes, plan.fn)
+
+    async def _round(
+        self, plan: Plan, args: Mapping[str, Any], seconds: float | None
+    ) -> dict[str, Any]:
+        """`resolve` in a multi-round call (*seconds*: its ``call_timeout``)."""
+        try:
+            if seconds is None:
+                return await self._resolve(plan, args)
+            return await self._resolve_within(plan, args, seconds)
+        except InputRequired as pending:
+            # A round that ends by asking is not a success: what it would write is
+            # rolled back now, before the question leaves (see `settle`).
+            await settle_writes(self.exits, pending)
+            raise
 
     async def settle(self, exc: BaseException | None = None) -> None:
         """Settle this call's writes now, before its answer leaves: close the resources
@@ -250,9 +244,9 @@ class Call(Deadlines):
             and self.sharing is None
             and (rounds is None or not rounds.pending)  # else generated code stopped at one
         ):
-            # Generated code (`fly`, inline), in a multi-round call too: up to a
-            # question with no answer yet, where the interpreter goes on (`_unanswered`).
-            self.flight = plan
+            # Generated code, which takes the call's flight itself (`emit_flight`), in a
+            # multi-round call too: up to a question with no answer yet, where the
+            # interpreter goes on (`_unanswered`).
             try:
                 result: dict[str, Any] = await (plan._generated or plan.resolve_fn)(
                     args, self.values, scopes, plan.fn
@@ -262,9 +256,6 @@ class Call(Deadlines):
                     raise
             else:
                 return result
-            finally:
-                if self.flight is plan:  # not recorded (`record`) nor landed by a failure
-                    land(self, plan)
         return await interpret(plan, self, args, self.values, scopes, concurrent=concurrent)
 
     @overload
@@ -291,7 +282,7 @@ class Call(Deadlines):
             plan = _prepare(self, fn, scopes)
         else:
             if found is None:  # a bound method or partial shares its function's plan
-                fn, found, kwargs = container._for_run(fn, kwargs)
+                fn, found, kwargs = container._for_run(cast("Callable[..., Any]", fn), kwargs)
                 check_scopes(found, scopes)
             elif (app is None and not found.scopes <= _CALL_ONLY) or (
                 session is None and not found.scopes <= _NO_SESSION

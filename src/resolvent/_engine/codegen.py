@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .._graph.plan import direct_shape, keep_shared
 from .._runtime.failures import fail
 from .._runtime.resources import enter, hold, open_resource, opened_too_late
-from .._runtime.sharing import MISSING, record
+from .._runtime.sharing import MISSING, land, record
 from .._runtime.teardown import GENERATED_NAMES
 from .._vocabulary.questions import QUESTION_KINDS, Answered, as_outcome
 from .._vocabulary.scopes import Scope
@@ -86,6 +86,7 @@ def generate(
     ns.update(
         MISSING=MISSING,
         record=record,
+        land=land,
         Answered=Answered,
         QT=QUESTION_KINDS,
         as_outcome=as_outcome,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
 from .._runtime.resources import plain_cell
-from .._runtime.sharing import emit_record
+from .._runtime.sharing import emit_flight, emit_record
 from .._runtime.teardown import emit_close, emit_open
 from .._vocabulary.scopes import CALL_SLOT, SLOTS, Scope
 
@@ -386,6 +386,8 @@ class Body:
             w.emit(header)
         if not entry:  # an entry has no call scope: its `call` is a global None
             w.emit(f"    call = scopes[{CALL_SLOT}]")
+        if variant == "resolve":  # always in a call scope: it takes the call's flight
+            emit_flight(w.emit)
         # `direct` wraps the resolution and the call in the teardown of its resources;
         # `kept` leaves them open in the exits it is given as *call*.
         pad = "    " * (1 + (direct and not kept))
@@ -409,6 +411,8 @@ class Body:
             )
             emit_record(w.emit, keys, f"({made})")
         if variant == "resolve":
+            if not call_steps:  # nothing recorded, which ends the flight: it ends here
+                w.emit("        land(call, PLAN[0])")
             results = ", ".join(f"{i.name!r}: {expr(w, i, self.at, root_name)}" for i in inputs)
             w.emit(f"        return {{{results}}}")
         if len(w.lines) == opened:  # no steps (a tool that only takes Context): empty try

@@ -5,7 +5,7 @@ are `render`'s.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._reading.annotations import NO_DEFAULT
@@ -267,7 +267,7 @@ class Plan(Frozen):
     fn_threaded: bool  # a sync fn not marked `inline`: its body runs in a thread
     # What a plan makes on first use is set once in its field (`_made`), which starts
     # as None (not made): a plan that never needs it keeps no object for it.
-    _generated: Callable[..., Any] | None
+    _generated: Callable[..., Coroutine[Any, Any, dict[str, Any]]] | None
     """The generated ``resolve`` function."""
     _direct: tuple[Callable[..., Any] | None] | None
     """The generated ``direct`` function (None if it needs a call scope), in a 1-tuple."""
@@ -347,7 +347,7 @@ class Plan(Frozen):
         return function
 
     @property
-    def resolve_fn(self) -> Callable[..., Any]:
+    def resolve_fn(self) -> Callable[..., Coroutine[Any, Any, dict[str, Any]]]:
         """The generated ``resolve`` function, compiled the first time it is needed."""
         function = self._generated
         if function is None:

@@ -187,6 +187,18 @@ def emit_record(emit: Callable[[str], None], keys: str, values: str) -> None:
     emit(f"        else: record(call, {keys}, {values})")
 
 
+def emit_flight(emit: Callable[[str], None]) -> None:
+    """The first lines of a generated ``resolve`` in a call scope: it takes the call's
+    flight itself (as `fly` does for whoever starts a generated ``run``), so the call
+    starts it without a coroutine of its own; if another resolution is in flight in the
+    call, or made values there, it hands over to the call's own resolution, which then
+    runs the interpreter (`resolvent.Call`)."""
+    emit("    if call.flight is not None or call.made is not None or call.sharing is not None \\")
+    emit("            or call.cache:")
+    emit("        return await call._resolve(PLAN[0], args)")
+    emit("    call.flight = PLAN[0]")
+
+
 def unpack(call: CallLike) -> None:
     """Put the values `record` kept aside into *call*'s cache, before another resolution
     reads it."""
