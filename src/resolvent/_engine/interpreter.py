@@ -285,16 +285,14 @@ async def interpret_alone(
     values: Mapping[Any, Any],
     scopes: tuple[Any, ...],
 ) -> dict[str, Any]:
-    """`interpret` for a resolution nobody shares (no call scope, no concurrency) of a plan
-    whose steps never ask and whose CALL steps are plain functions on the loop: nothing
-    to claim from another resolution or memoize but its own values. A cold plan's first
-    calls run it."""
+    """A cold plan's first calls: `interpret` with nothing shared (no call scope, no step
+    that asks, CALL steps plain functions on the loop), nothing to claim or memoize."""
     vals: dict[int, Any] = {}  # by step index (a slot: see `Step`)
     call_scope, is_async, slots = Scope.CALL, Kind.ASYNC, SLOTS
     for step in plan.steps:
         try:
             order = step.positional
-            if order is not None and step.scope is call_scope:  # values passed in order
+            if order is not None:  # a CALL step's values passed in order
                 fn, count = step.fn, len(order)
                 if count == 0:
                     value = fn()
@@ -304,8 +302,7 @@ async def interpret_alone(
                     value = fn(vals[order[0]], vals[order[1]])
                 else:
                     value = fn(*map(vals.__getitem__, order))
-                # (a sync one is run inline: `cold_shape`)
-                vals[step.index] = (await value) if step.kind is is_async else value
+                vals[step.index] = (await value) if step.kind is is_async else value  # (or inline)
                 continue
             kwargs = _kwargs(step.inputs, vals, args, values, step.name)
             assert kwargs is not None  # nothing is pending: no step asks
@@ -328,8 +325,13 @@ async def interpret_alone(
                 raise
             raise error from exc
         vals[step.index] = value
-    injected = _kwargs(plan.inputs, vals, args, values, plan.name)
-    assert injected is not None
+    injected: dict[str, Any] = {}
+    for item in plan.inputs:  # `_kwargs`, for the usual handler's inputs, inline
+        if item.source != "step" or item.outcome is not None:
+            every = _kwargs(plan.inputs, vals, args, values, plan.name)
+            assert every is not None  # nothing is pending: no step asks
+            return every
+        injected[item.name] = vals[item.step]
     return injected
 
 

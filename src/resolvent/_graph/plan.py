@@ -82,8 +82,9 @@ class Step(Frozen):
     """Calling *fn* returns an awaitable; for a resource, the context manager is the
     awaited result (``async def f() -> httpx.AsyncClient``)."""
     positional: tuple[int, ...] | None
-    """The slots of its inputs when *fn* takes them as its first positional parameters,
-    in order (each a step's value as it is): a cold plan's first calls pass them so."""
+    """For a CALL step, the slots of its inputs when *fn* takes them as its first
+    positional parameters, in order (each a step's value as it is): a cold plan's first
+    calls pass them so."""
 
     def __init__(
         self,

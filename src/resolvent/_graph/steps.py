@@ -166,7 +166,11 @@ def build_steps(
             node.param,
             awaits,
         )
-        step = AskingStep(base, *fields) if may_ask else Step(*fields, _positional(fn, inputs))
+        step = (
+            AskingStep(base, *fields)
+            if may_ask
+            else Step(*fields, _positional(fn, inputs) if scope is _CALL else None)
+        )
         if (
             shared is not None
             and expansion is not None

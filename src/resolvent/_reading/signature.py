@@ -250,8 +250,11 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
     plain = plain_reading(fn)
     unresolved: dict[str, str] = {}  # (for a plain reading: nothing to evaluate)
     params: list[Param] | None
-    if plain is not None:
+    if plain is not None:  # a function (no class), wrapping nothing
         hints, params = plain
+        returns = hints.get("return", NO_DEFAULT)
+        if returns is NO_DEFAULT or returns is object or returns.__class__ is not type:
+            refuse_bare_wrapper(fn, returns)  # (it passes any other class as it is)
     else:
         params = None
         found = plain_annotations(fn)  # no marker misplaced, not a class
@@ -260,14 +263,14 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
             refuse_model(fn, name)
             found, unresolved = lenient_hints(fn)
         hints = found
-    returns = fn if inspect.isclass(fn) else hints.get("return", NO_DEFAULT)
-    if "return" in unresolved:
-        returns = NO_DEFAULT  # unknown: needed only if fn is used as a resolver
-    refuse_bare_wrapper(fn, returns)
-    if params is None and not unresolved:
-        params = plain_params(fn, hints)
-    if params is None:
-        params = _read_params(fn, name, hints, unresolved)
+        returns = fn if inspect.isclass(fn) else hints.get("return", NO_DEFAULT)
+        if "return" in unresolved:
+            returns = NO_DEFAULT  # unknown: needed only if fn is used as a resolver
+        refuse_bare_wrapper(fn, returns)
+        if not unresolved:
+            params = plain_params(fn, hints)
+        if params is None:
+            params = _read_params(fn, name, hints, unresolved)
     if plain_async(fn, returns):  # as read before: no context manager, no question
         return FunctionInfo(fn, name, tuple(params), _ASYNC, returns, False, True)
     kind, provides, awaits = kind_and_provides(fn, returns)
