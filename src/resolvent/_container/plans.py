@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from .._graph.plan import Plan, Step
+from .._graph.plan import Plan, Step, new_plan
 from .._graph.registry import Registry, resolver_key
 from .._reading.annotations import type_name
 from .._reading.kinds import Kind, is_inline
@@ -148,23 +148,23 @@ class PlanCache:
                 body=fn,
             )[1]
         assert run_fn is not None
-        plan = Plan(
-            fn=fn,
-            name=graph.root.name,
-            steps=steps,
-            inputs=graph.inputs,
-            arguments=graph.arguments,
-            value_types=graph.value_types,
-            scopes=graph.scopes,
-            # Only CALL resources need a scope: `run` has nobody to ask, so a resolver
-            # that may ask (one without a return annotation, say) is checked per value.
-            needs_call=graph.call_resources,
-            generation=self.generation,
-            fn_is_async=is_async,
-            run_fn=run_fn,
-            code=PLAN_CODE,
-            overrides=overrides,
-            fn_threaded=threaded,
+        # Only CALL resources need a scope (*needs_call*): `run` has nobody to ask, so a
+        # resolver that may ask (one without a return annotation, say) is checked per value.
+        plan = new_plan(
+            fn,
+            graph.root.name,
+            steps,
+            graph.inputs,
+            graph.arguments,
+            graph.value_types,
+            graph.scopes,
+            graph.call_resources,
+            self.generation,
+            is_async,
+            run_fn,
+            PLAN_CODE,
+            overrides,
+            threaded,
         )
         ref[0] = plan
         if run_fn is _not_yet:
@@ -243,7 +243,7 @@ class PlanCache:
         )
         overrides = self.override_var.get() if self.open_blocks else None
         graph = build_graph(start, self.registry, overrides, self.value_types)
-        plan = Plan(
+        plan = new_plan(
             fn=start,
             name=graph.root.name,
             steps=graph.steps,

@@ -16,7 +16,8 @@ from .._vocabulary.questions import OutcomeFamily
 from .._vocabulary.scopes import Scope
 from .overlap import Branches
 
-__all__ = ("Graph", "Input", "Plan", "PlanCode", "Step", "direct_shape", "keep_shared", "replaced")
+__all__ = ("Graph", "Input", "Plan", "PlanCode", "Step", "direct_shape", "keep_shared", "new_plan",
+           "replaced")  # fmt: skip
 
 
 class Input(Frozen, compare=True):
@@ -281,44 +282,6 @@ class Plan(Frozen):
     """index -> (parent's index, parameter): made for an error's path."""
     _branches: Branches[Step] | None
 
-    def __new__(
-        cls,
-        *,
-        fn: Callable[..., Any],
-        name: str,
-        steps: tuple[Step, ...],
-        inputs: tuple[Input, ...],
-        arguments: tuple[str, ...],
-        value_types: tuple[Any, ...],
-        scopes: frozenset[Scope],
-        needs_call: bool,
-        generation: int,
-        fn_is_async: bool,
-        run_fn: Callable[..., Any],
-        code: PlanCode,
-        overrides: Any = None,
-        fn_threaded: bool = False,
-    ) -> Plan:
-        self = _new(_Making)  # assigned plainly (a `put` costs ten stores), then a plan
-        self.fn = fn
-        self.name = name
-        self.steps = steps
-        self.inputs = inputs
-        self.arguments = arguments
-        self.value_types = value_types
-        self.scopes = scopes
-        self.needs_call = needs_call
-        self.generation = generation
-        self.fn_is_async = fn_is_async
-        self.run_fn = run_fn
-        self.code = code
-        self.overrides = overrides
-        self.fn_threaded = fn_threaded
-        self._generated = self._direct = self._entry = self._on_hot = None
-        self._slots = self._parents = self._branches = None
-        self.__class__ = cls
-        return self
-
     def _made(self, name: str, value: Any) -> Any:
         put(self, name, value)  # a cache of the plan's own: set once
         return value
@@ -454,7 +417,47 @@ class Plan(Frozen):
         return to_dot(self)
 
 
-_Making = making(Plan)  # what `Plan.__new__` makes one in
+def new_plan(
+    fn: Callable[..., Any],
+    name: str,
+    steps: tuple[Step, ...],
+    inputs: tuple[Input, ...],
+    arguments: tuple[str, ...],
+    value_types: tuple[Any, ...],
+    scopes: frozenset[Scope],
+    needs_call: bool,
+    generation: int,
+    fn_is_async: bool,
+    run_fn: Callable[..., Any],
+    code: PlanCode,
+    overrides: Any = None,
+    fn_threaded: bool = False,
+) -> Plan:
+    """A new plan (`Plan`'s fields, by position or keyword; its caches start empty): made
+    in a `making` twin, by plain assignment (a `put` costs ten of those), then a plan."""
+    self = _new(_Making)
+    self.fn = fn
+    self.name = name
+    self.steps = steps
+    self.inputs = inputs
+    self.arguments = arguments
+    self.value_types = value_types
+    self.scopes = scopes
+    self.needs_call = needs_call
+    self.generation = generation
+    self.fn_is_async = fn_is_async
+    self.run_fn = run_fn
+    self.code = code
+    self.overrides = overrides
+    self.fn_threaded = fn_threaded
+    # Its caches (`Plan._made`), none made yet: the plan's own, set here as it is made.
+    self._generated = self._direct = self._entry = self._on_hot = None  # pyright: ignore[reportPrivateUsage]
+    self._slots = self._parents = self._branches = None  # pyright: ignore[reportPrivateUsage]
+    self.__class__ = Plan
+    return self
+
+
+_Making = making(Plan)  # what `new_plan` makes one in
 _new = object.__new__
 
 
@@ -487,6 +490,6 @@ def keep_shared(table: dict[K, V], key: K, value: V) -> V:
 
 
 def replaced(plan: Plan, **changes: Any) -> Plan:
-    """*plan* with *changes* to the fields its constructor takes; its caches start empty."""
+    """*plan* with *changes* to the fields `new_plan` takes; its caches start empty."""
     given = {name: getattr(plan, name) for name in Plan.__slots__ if name[0] != "_"}
-    return Plan(**{**given, **changes})
+    return new_plan(**{**given, **changes})

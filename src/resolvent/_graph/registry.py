@@ -65,9 +65,6 @@ class Provider(FunctionInfo, compare=True):
     scope: Scope
     inline: bool
 
-    def __new__(cls, info: FunctionInfo, scope: Scope, inline: bool) -> Provider:
-        return object.__new__(cls)  # not `FunctionInfo.__new__`: fields set below
-
     def __init__(self, info: FunctionInfo, scope: Scope, inline: bool) -> None:
         for name in _READING:
             put(self, name, getattr(info, name))

@@ -72,37 +72,39 @@ class FunctionInfo(Frozen, compare=True):
     """A name its return annotation uses that does not exist at run time (the return
     type is then unknown): an error once the function is used as a resolver (`needs_return`)."""
 
-    def __new__(
-        cls,
-        fn: Callable[..., Any],
-        name: str,
-        params: tuple[Param, ...],
-        kind: Kind,
-        provides: Any,
-        may_ask: bool,
-        awaits: bool = False,
-        asks: Any = NO_DEFAULT,
-        unresolved_return: str | None = None,
-    ) -> FunctionInfo:
-        self = _new(_Reading)  # assigned plainly (see `making`), then a *cls*
-        self.fn = fn
-        self.name = name
-        self.params = params
-        self.kind = kind
-        self.provides = provides
-        self.may_ask = may_ask
-        self.awaits = awaits
-        self.asks = asks
-        self.unresolved_return = unresolved_return
-        self.__class__ = cls
-        return self
-
     def needs_return(self) -> None:
         """Raise if the return annotation could not be read: a resolver's is needed."""
         if self.unresolved_return is not None:
             raise unresolved_error(
                 self.fn, "return", self.unresolved_return, "a resolver's return type"
             )
+
+
+def _reading(
+    fn: Callable[..., Any],
+    name: str,
+    params: tuple[Param, ...],
+    kind: Kind,
+    provides: Any,
+    may_ask: bool,
+    awaits: bool = False,
+    asks: Any = NO_DEFAULT,
+    unresolved_return: str | None = None,
+) -> FunctionInfo:
+    """A `FunctionInfo`, made by plain assignment in its `making` twin (a class called
+    costs about three times a plain call), then one."""
+    self = _new(_Reading)
+    self.fn = fn
+    self.name = name
+    self.params = params
+    self.kind = kind
+    self.provides = provides
+    self.may_ask = may_ask
+    self.awaits = awaits
+    self.asks = asks
+    self.unresolved_return = unresolved_return
+    self.__class__ = FunctionInfo
+    return self
 
 
 _Reading = making(FunctionInfo)
@@ -272,14 +274,14 @@ def read_function(fn: Callable[..., Any]) -> FunctionInfo:
         if params is None:
             params = _read_params(fn, name, hints, unresolved)
     if plain_async(fn, returns):  # as read before: no context manager, no question
-        return FunctionInfo(fn, name, tuple(params), _ASYNC, returns, False, True)
+        return _reading(fn, name, tuple(params), _ASYNC, returns, False, True)
     kind, provides, awaits = kind_and_provides(fn, returns)
     may_ask, provides, asks = (
         may_ask_of(fn, provides) if not kind.is_resource else (False, provides, NO_DEFAULT)
     )
     if kind is _ASYNC and provides is returns and not may_ask and awaits:
         remember_plain_async(fn, returns)
-    return FunctionInfo(
+    return _reading(
         fn,
         name,
         tuple(params),
