@@ -16,6 +16,7 @@ from typing import Any, get_args, get_origin
 from .._reading.annotations import NO_DEFAULT, type_name
 from .._reading.kinds import Kind, is_inline
 from .._reading.params import Param
+from .._reading.signature import FunctionInfo
 from .._vocabulary.frozen import Frozen, put
 from .._vocabulary.markers import Resolve
 from .._vocabulary.scopes import Scope
@@ -78,7 +79,7 @@ class _Compiler:
 
     def __init__(
         self,
-        fn: Callable[..., Any],
+        root: FunctionInfo,
         registry: Registry,
         overrides: Overrides,
         value_types: tuple[type, ...],
@@ -86,7 +87,7 @@ class _Compiler:
         self.registry = registry
         self.overrides = overrides
         self.value_types = value_types
-        self.root = read(fn)
+        self.root = root
         self.nodes: dict[Hashable, WalkNode] = {}
         # With overrides only (a node's own while no plan shares it, so not on it):
         # key -> the id of the override block that put its node here, and key -> the
@@ -107,20 +108,7 @@ class _Compiler:
 
     def value_type(self, tp: Any) -> Any:
         """The declared framework-value type *tp* stands for, or None."""
-        if not self.value_types:
-            return None
-        members = get_args(tp) if get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
-        for member in members:
-            if member is type(None):
-                continue
-            cls = get_origin(member) or member
-            if isinstance(cls, type):
-                for declared in self.value_types:
-                    if issubclass(cls, declared):
-                        if declared not in self.used_values:
-                            self.used_values.append(declared)
-                        return declared
-        return None
+        return _value_type(tp, self.value_types, self.used_values) if self.value_types else None
 
     def target(self, param: Param, marker: Resolve, consumer: Hashable | None) -> Hashable:
         """The node for *marker* on *param* of *consumer*, created if new."""
@@ -374,21 +362,41 @@ class _Compiler:
         )
 
 
-def _known(self: _Compiler) -> Graph | None:
-    """The plan when every resolver parameter of the handler is one an earlier plan
-    checked and took whole (`Registry.root_edges`, still valid): its pieces joined,
-    nothing looked up or checked again. None for anything else (`run` decides)."""
-    registry = self.registry
+def _value_type(tp: Any, value_types: tuple[type, ...], used: list[Any]) -> Any:
+    """The declared framework-value type (of *value_types*) *tp* stands for, added to
+    *used* if new; or None."""
+    members = get_args(tp) if get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+    for member in members:
+        if member is type(None):
+            continue
+        cls = get_origin(member) or member
+        if isinstance(cls, type):
+            for declared in value_types:
+                if issubclass(cls, declared):
+                    if declared not in used:
+                        used.append(declared)
+                    return declared
+    return None
+
+
+def _known(
+    root: FunctionInfo,
+    registry: Registry,
+    memo: dict[Hashable, Expansion],
+    values: tuple[type, ...],
+) -> Graph | None:
+    """*root*'s plan when every resolver parameter of it is one an earlier plan checked
+    and took whole (`Registry.root_edges`, still valid): its pieces joined, nothing
+    looked up or checked again. None for anything else (the walk decides)."""
     registry.slot_table()  # (may empty the expansions: then nothing is known)
-    memo, known, epoch = self.memo, registry.root_edges, registry.piece_epoch
-    assert memo is not None
+    known, epoch = registry.root_edges, registry.piece_epoch
     pieces: list[Piece] = []
     inputs: list[Input] = []
     arguments: list[str] = []
-    values = self.value_types
-    for param in self.root.params:
+    used: list[Any] = []
+    for param in root.params:
         if param.marker is None:
-            declared = self.value_type(param.bare) if values else None
+            declared = _value_type(param.bare, values, used) if values else None
             if declared is None:
                 arguments.append(param.name)
             else:
@@ -407,8 +415,7 @@ def _known(self: _Compiler) -> Graph | None:
         inputs.append(made)
     if not pieces:
         return None
-    arguments_ = shared_arguments(tuple(arguments))
-    return joined(self.root, pieces, tuple(inputs), arguments_, self.used_values)
+    return joined(root, pieces, tuple(inputs), shared_arguments(tuple(arguments)), used)
 
 
 def _keep_edge(self: _Compiler, param: Param, start: Hashable, piece: Piece) -> None:
@@ -437,13 +444,14 @@ def build_graph(
     Raises:
         InvalidSignature: on any mistake in the graph, before anything runs.
     """
-    compiler = _Compiler(fn, registry, overrides or NO_OVERRIDES, value_types)
-    if compiler.memo:  # no override, and earlier plans' expansions
-        graph = _known(compiler)
-        if graph is not None:
-            return graph
-        compiler.used_values.clear()
-    return compiler.run()
+    root = read(fn)
+    if overrides is None or overrides is NO_OVERRIDES:
+        memo = registry.shared_expansions()
+        if memo:  # earlier plans' expansions
+            graph = _known(root, registry, memo, value_types)
+            if graph is not None:
+                return graph
+    return _Compiler(root, registry, overrides or NO_OVERRIDES, value_types).run()
 
 
 def _threaded(node: WalkNode) -> bool:
