@@ -18,7 +18,7 @@ from .._graph.plan import Plan
 from .._reading.annotations import with_article
 from .._runtime.cache import LiveScope
 from .._runtime.kept import settle_writes
-from .._runtime.sharing import Sharing, fly, land, unpack
+from .._runtime.sharing import Sharing, land, unpack
 from .._runtime.shield import begin
 from .._runtime.teardown import Exits, close_now, settle
 from .._runtime.threads import abandonable
@@ -168,7 +168,8 @@ class Call(Deadlines):
         container = self._container
         app, session = container._app, self._session
         scopes = (app, session, self)  # `_scopes`, inline: every call's path
-        # `_known`, inline (every call's path), before asking whether *plan* is a `Plan`.
+        # The plan cache read in line (a frame costs more): the current plan keyed by *plan*
+        # itself, with no override block open; else a `Plan` given, or `_for_run`.
         cache = container._plans
         try:
             found = None if container._overridden else cache.plans.get(plan)
@@ -277,7 +278,14 @@ class Call(Deadlines):
         container = self._container
         app, session = container._app, self._session
         scopes = (app, session, self)  # `_scopes`, inline: every call's path
-        found = _known(container, fn)  # before asking whether *fn* is a `Plan`
+        # The plan cache read in line, as `resolve` reads it.
+        cache = container._plans
+        try:
+            found = None if container._overridden else cache.plans.get(fn)
+        except TypeError:  # an unhashable callable object
+            found = None
+        if found is not None and (found.fn is not fn or found.generation != cache.generation):
+            found = None
         if found is None and isinstance(fn, Plan):
             plan = _prepare(self, fn, scopes)
         else:
@@ -297,25 +305,28 @@ class Call(Deadlines):
             and container._call_timeout is None
             # A traced plan's multi-round call: its span carries the round (`run_in`).
             and (rounds is None or plan.code is PLAN_CODE)
-            and fly(self, plan)
+            and self.made is None  # nothing else resolved in the call: it takes the flight
+            and not self.cache
+            and self.flight is None
+            and self.sharing is None
         ):
+            self.flight = plan
             try:
                 return await plan.run_fn(kwargs, self.values, scopes, plan.fn)
             except AnswerPending as exc:
-                # A multi-round call's question with no answer yet (never the function's:
-                # only a resolution asks): the interpreter goes on below, from what the
-                # generated code made (`_unanswered`), as `_resolve` does.
+                # A round's question with no answer yet (only a resolution asks): the
+                # interpreter goes on below from what was made, as in `_resolve`.
                 if rounds is None or not _unanswered(self, exc):
                     raise
             except InputRequired as pending:
-                # A round that ends by asking (a question a resolver or the function
-                # forwards): rolled back now, as `run_here` does.
+                # A round ends asking (forwarded by a resolver or fn): rolled back now.
                 if rounds is not None:
                     land(self, plan)
                     await settle_writes(self.exits, pending)
                 raise
             finally:
-                land(self, plan)
+                if self.flight is plan:  # not recorded (`record`) nor landed by a failure
+                    land(self, plan)
         # Resolved here (the interpreter, a deadline, concurrent branches, another
         # resolution in flight): as the plan's code says (`run_here`, in the call's span
         # for a plan compiled traced).
@@ -431,21 +442,6 @@ def _unanswered(call: Call, exc: Exception) -> bool:
     if sharing is not None and sharing.failure is not None and sharing.failure[1] is exc:
         sharing.failure = None  # not a failure: who waits for that value makes it
     return True
-
-
-def _known(container: CallHost, fn: Any) -> Plan | None:
-    """*fn*'s plan if it is compiled, current and *fn* is its own key (a function or a
-    class), while no override block is open: `resolve` then needs no `for_run`."""
-    if container._overridden:
-        return None
-    cache = container._plans
-    try:
-        plan = cache.plans.get(fn)
-    except TypeError:  # an unhashable callable object
-        return None
-    if plan is None or plan.fn is not fn or plan.generation != cache.generation:
-        return None
-    return plan
 
 
 def _values_not_a_mapping(values: object) -> TypeError:

@@ -23,7 +23,6 @@ __all__ = (
     "Sharing",
     "claim",
     "emit_record",
-    "fly",
     "land",
     "landed",
     "record",
@@ -148,16 +147,6 @@ def release(call: CallLike, key: Hashable, error: BaseException | None) -> None:
     creation.done.set()
 
 
-def fly(call: CallLike, plan: Plan) -> bool:
-    """Whether *plan* may resolve in *call* with generated code, as the call's only
-    resolution (its flight); it then is."""
-    if call.made is not None or call.cache or call.flight is not None or call.sharing is not None:
-        unpack(call)  # for the resolution that goes on without generated code
-        return False
-    call.flight = plan
-    return True
-
-
 def record(call: CallLike, keys: tuple[Hashable, ...], values: tuple[Any, ...]) -> None:
     """The generated resolution in flight in *call* made *values*, the CALL values of
     *keys* (in the same order): it landed. What generated code calls.
@@ -189,7 +178,7 @@ def emit_record(emit: Callable[[str], None], keys: str, values: str) -> None:
 
 def emit_flight(emit: Callable[[str], None]) -> None:
     """The first lines of a generated ``resolve`` in a call scope: it takes the call's
-    flight itself (as `fly` does for whoever starts a generated ``run``), so the call
+    flight itself (as `Call.run` does before it starts a generated ``run``), so the call
     starts it without a coroutine of its own; if another resolution is in flight in the
     call, or made values there, it hands over to the call's own resolution, which then
     runs the interpreter (`resolvent.Call`)."""
