@@ -292,17 +292,16 @@ async def interpret_alone(
     for step in plan.steps:
         try:
             order = step.positional
-            if order is not None:  # a CALL step's values passed in order
-                fn, count = step.fn, len(order)
-                if count == 0:
-                    value = fn()
-                elif count == 1:
-                    value = fn(vals[order[0]])
-                elif count == 2:
-                    value = fn(vals[order[0]], vals[order[1]])
+            if order is not None:  # an async CALL step's values passed in order
+                fn = step.fn
+                if len(order) == 1:
+                    vals[step.index] = await fn(vals[order[0]])
+                elif not order:
+                    vals[step.index] = await fn()
+                elif len(order) == 2:
+                    vals[step.index] = await fn(vals[order[0]], vals[order[1]])
                 else:
-                    value = fn(*map(vals.__getitem__, order))
-                vals[step.index] = (await value) if step.kind is is_async else value  # (or inline)
+                    vals[step.index] = await fn(*map(vals.__getitem__, order))
                 continue
             kwargs = _kwargs(step.inputs, vals, args, values, step.name)
             assert kwargs is not None  # nothing is pending: no step asks

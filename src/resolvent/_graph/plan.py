@@ -83,7 +83,7 @@ class Step(Frozen):
     """Calling *fn* returns an awaitable; for a resource, the context manager is the
     awaited result (``async def f() -> httpx.AsyncClient``)."""
     positional: tuple[int, ...] | None
-    """For a CALL step, the slots of its inputs when *fn* takes them as its first
+    """For an async CALL step, the slots of its inputs when *fn* takes them as its first
     positional parameters, in order (each a step's value as it is): a cold plan's first
     calls pass them so."""
 

@@ -169,7 +169,9 @@ def build_steps(
         step = (
             AskingStep(base, *fields)
             if may_ask
-            else Step(*fields, _positional(fn, inputs) if scope is _CALL else None)
+            else Step(
+                *fields, _positional(fn, inputs) if scope is _CALL and kind is _ASYNC else None
+            )
         )
         if (
             shared is not None
