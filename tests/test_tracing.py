@@ -121,6 +121,28 @@ async def test_the_mode_says_which_code_ran(otel: Installed) -> None:
     assert modes == {f"call {M}chain": "generated", f"call {M}diamond": "concurrent"}
 
 
+async def settings() -> str:
+    return "eu"
+
+
+async def region(value: Annotated[str, Resolve(settings)]) -> str:
+    return value
+
+
+async def test_a_resolution_that_keeps_no_call_value_leaves_the_call_to_generated_code(
+    otel: Installed,
+) -> None:
+    # A resolution in a call that makes only APP values records nothing for the call; it
+    # must still end its flight, or the next run in that call would be interpreted.
+    container = Container()
+    container.provide(settings, scope=Scope.APP)
+    async with container, container.call() as call:
+        assert await call.resolve(region) == {"value": "eu"}
+        assert await call.run(_bound(chain)) == f"{SECRET.upper()}l"
+    (span,) = [s for s in otel.spans() if s.name == f"call {M}chain"]
+    assert (span.attributes or {})["resolvent.mode"] == "generated"
+
+
 async def test_off_without_a_provider_and_when_switched_off(otel: Installed) -> None:
     from resolvent._container.launch import PLAN_CODE
 
