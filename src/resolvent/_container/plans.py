@@ -94,8 +94,7 @@ class PlanCache:
     def invalidate(self) -> None:
         """The providers changed: every plan compiles again on its next use."""
         self.generation += 1
-        self.registry.expansions.clear()
-        self.registry.root_edges.clear()  # (each holds an expansion: let them go)
+        self.registry.forget_expansions()
         self.plans.clear()
         self.ready.clear()
         self.override_plans.clear()

@@ -204,7 +204,7 @@ class _Compiler:
         node.inputs = inputs
         if memo is not None and not any(c in self.replaced for _, c in edges):
             if len(memo) >= 4096:
-                memo.clear()
+                self.registry.forget_expansions()
             elif key in memo:  # another reading of it: the pieces made may hold its step
                 self.registry.piece_epoch += 1
             kept = tuple(edges)
@@ -382,7 +382,6 @@ def _value_type(tp: Any, value_types: tuple[type, ...], used: list[Any]) -> Any:
 def _known(
     root: FunctionInfo,
     registry: Registry,
-    memo: dict[Hashable, Expansion],
     values: tuple[type, ...],
 ) -> Graph | None:
     """*root*'s plan when every resolver parameter of it is one an earlier plan checked
@@ -405,11 +404,9 @@ def _known(
         entry = known.get(id(param))
         if entry is None:
             return None
-        kept, key, found, made = entry
-        piece = found.piece
+        kept, _, found, made = entry
+        piece = found.piece  # (of this epoch: *found* is the expansion the registry holds)
         if kept is not param or piece is None or piece.epoch != epoch:
-            return None
-        if memo.get(key) is not found:
             return None
         pieces.append(piece)
         inputs.append(made)
@@ -445,12 +442,11 @@ def build_graph(
         InvalidSignature: on any mistake in the graph, before anything runs.
     """
     root = read(fn)
-    if overrides is None or overrides is NO_OVERRIDES:
-        memo = registry.shared_expansions()
-        if memo:  # earlier plans' expansions
-            graph = _known(root, registry, memo, value_types)
-            if graph is not None:
-                return graph
+    no_override = overrides is None or overrides is NO_OVERRIDES
+    if no_override and registry.shared_expansions():  # earlier plans' expansions
+        graph = _known(root, registry, value_types)
+        if graph is not None:
+            return graph
     return _Compiler(root, registry, overrides or NO_OVERRIDES, value_types).run()
 
 

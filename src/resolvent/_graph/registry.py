@@ -226,9 +226,11 @@ class Registry:
         # id(param) -> (param, key, expansion, input): a handler's parameter (a shared
         # `Param` record) whose resolver's whole sub-graph a plan took as a `Piece`,
         # after checking the parameter against it. Valid while *expansion* is the one
-        # `expansions` holds for *key* (a registration, a reading made again, an
-        # `inline` mark or the bound on slots makes another): the check read only the
-        # parameter and that expansion's provider, so its answer is the same.
+        # `expansions` holds for *key*: the check read only the parameter and that
+        # expansion's provider, so its answer is the same. Whatever makes another (a
+        # registration, an `inline` mark, a bound) empties both (`forget_expansions`),
+        # but a reading made again, which moves `piece_epoch` on: so an entry holds
+        # while its expansion's piece is of the current epoch.
         self.root_edges: dict[int, tuple[Param, Hashable, Expansion, Input]] = {}
 
     def add(
@@ -271,16 +273,21 @@ class Registry:
         epoch = ReadingEpoch.now
         if epoch != self._expansions_epoch:
             self._expansions_epoch = epoch
-            self.expansions.clear()
+            self.forget_expansions()
         return self.expansions
+
+    def forget_expansions(self) -> None:
+        """Empty `expansions`, and `root_edges` with them; every `Piece` made is stale."""
+        self.expansions.clear()
+        self.root_edges.clear()
+        self.piece_epoch += 1
 
     def slot_table(self) -> dict[Hashable, int]:
         """`slots`, emptied (and with it `expansions`, whose steps' inputs name slots)
         first if it grew past its bound: called before a plan is built, never during."""
         if len(self.slots) >= _MAX_SLOTS:
             self.slots.clear()
-            self.expansions.clear()
-            self.root_edges.clear()
+            self.forget_expansions()
         return self.slots
 
     def new_slot(self, key: Hashable) -> int:
