@@ -104,16 +104,8 @@ def plain_params(fn: Any, hints: dict[str, Any]) -> list[Param] | None:
     is ordinary: a class, or ``Annotated[C, Resolve(...)]`` holding that one marker of
     something callable; no default, no ``*args``, not positional-only (``**kwargs`` is
     skipped, given nothing). None for anything else: `_read_params` says what is wrong."""
-    if (
-        type(fn) is not types.FunctionType
-        or fn.__defaults__
-        or fn.__kwdefaults__
-        or getattr(fn, "__wrapped__", _ABSENT) is not _ABSENT
-        or getattr(fn, "__signature__", _ABSENT) is not _ABSENT
-    ):
-        return None
-    code = fn.__code__
-    if code.co_posonlyargcount or code.co_flags & inspect.CO_VARARGS:
+    code = _ordinary_code(fn)
+    if code is None:
         return None
     _fresh()
     params: list[Param] = []
@@ -167,9 +159,9 @@ def _fresh() -> None:
         _seen = seen
 
 
-def plain_reading(fn: Any) -> tuple[dict[str, Any], list[Param]] | None:
-    """`plain_annotations` and `plain_params` in one pass: *fn*'s annotations and
-    parameters when both would give them, else None (the reading tries them in turn)."""
+def _ordinary_code(fn: Any) -> types.CodeType | None:
+    """*fn*'s code object, if it is a plain function read from it alone (not a wrapper,
+    no signature of its own) with no default, no ``*args``, nothing positional-only."""
     if (
         type(fn) is not types.FunctionType
         or fn.__defaults__
@@ -180,6 +172,15 @@ def plain_reading(fn: Any) -> tuple[dict[str, Any], list[Param]] | None:
         return None
     code = fn.__code__
     if code.co_posonlyargcount or code.co_flags & inspect.CO_VARARGS:
+        return None
+    return code
+
+
+def plain_reading(fn: Any) -> tuple[dict[str, Any], list[Param]] | None:
+    """`plain_annotations` and `plain_params` in one pass: *fn*'s annotations and
+    parameters when both would give them, else None (the reading tries them in turn)."""
+    code = _ordinary_code(fn)
+    if code is None:
         return None
     hints: dict[str, Any] = fn.__annotations__  # read, never changed
     returns = hints.get("return", NO_DEFAULT)
