@@ -1,5 +1,6 @@
 """Cold start: plans that share resolvers share their readings, and stay correct."""
 
+import threading
 from typing import Annotated, Any
 
 import pytest
@@ -62,6 +63,31 @@ async def test_marking_a_resolver_inline_later_is_honoured() -> None:
     assert container.compile(second).steps[0].inline
     async with container:
         assert await container.run(second) == 2
+
+
+async def test_a_plan_compiled_and_hot_before_an_inline_mark_follows_it() -> None:
+    # Every container's plans compile again: a resolver marked `inline` runs on the
+    # event loop from the next call on, also in a plan that was already hot.
+    threads: list[str] = []
+
+    def plain() -> int:
+        threads.append(threading.current_thread().name)
+        return 2
+
+    async def handler(p: Annotated[int, Resolve(plain)]) -> int:
+        return p
+
+    container, other = Container(), Container()
+    async with container:
+        for _ in range(5):  # past its interpreted first calls: generated code
+            assert await container.run(handler) == 2
+        assert other.compile(handler).steps[0].inline is False
+        assert threading.current_thread().name not in threads  # a worker thread's
+        inline(plain)
+        threads.clear()
+        assert await container.run(handler) == 2
+        assert threads == [threading.current_thread().name]
+        assert other.compile(handler).steps[0].inline is True
 
 
 async def test_a_marker_registered_later_is_read_again(monkeypatch: pytest.MonkeyPatch) -> None:

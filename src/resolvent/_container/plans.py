@@ -19,7 +19,7 @@ from .._graph.registry import Registry, resolver_key
 from .._reading.annotations import type_name
 from .._reading.kinds import Kind, is_inline
 from .._vocabulary.errors import ResolventError
-from .._vocabulary.markers import Resolve
+from .._vocabulary.markers import ReadingEpoch, Resolve
 from .._vocabulary.scopes import Scope
 from .launch import PLAN_CODE, Starter, cold_runner, cold_shape
 
@@ -56,6 +56,7 @@ class PlanCache:
     """
 
     __slots__ = (
+        "__weakref__",
         "generation",
         "open_blocks",
         "override_plans",
@@ -86,6 +87,7 @@ class PlanCache:
         self.generation = 0
         self.tiered = True  # plans of a cold shape start interpreted (`cold_runner`)
         self.tracing: bool | None = None  # `Container(tracing=...)`: None follows the provider
+        ReadingEpoch.caches.add(self)  # emptied when a function is marked `inline` later
 
     def __len__(self) -> int:
         """How many plans without overrides are cached."""

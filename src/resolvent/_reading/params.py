@@ -33,7 +33,7 @@ RESOLVE_MARKERS: dict[type, Callable[[Any], Resolve]] = {Resolve: lambda marker:
 def register_resolve_marker(cls: type, convert: Callable[[Any], Resolve]) -> None:
     """Honour another library's ``Resolve``-like marker (the MCP SDK's, for one)."""
     RESOLVE_MARKERS[cls] = convert
-    ReadingEpoch.now += 1
+    ReadingEpoch.move()
 
 
 class Param(Frozen, compare=True):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -83,6 +84,8 @@ def inline(fn: F, /) -> F:
     resolver, ``@inline`` is the same as registering it with ``inline=True``, and works
     for a resolver used through ``Resolve(fn)`` without registering it. Returns *fn*
     itself. Under ``@inject(container)``, put it below ``@inject``, on the ``def``.
+    Marked after plans that use it were compiled, it holds from their next call: every
+    container compiles its plans again.
 
     ```python
     @inline
@@ -103,7 +106,7 @@ def inline(fn: F, /) -> F:
             "@inject, on the def itself"
         )
     _mark(fn, INLINE, "@inline", "a def")
-    ReadingEpoch.now += 1
+    ReadingEpoch.move()
     return fn
 
 
@@ -125,6 +128,16 @@ class ReadingEpoch:
     attribute, so a compile asks it without a call."""
 
     now = 0
+    # The live plan caches (each container's), emptied when it moves: a plan compiled
+    # before would otherwise go on running a resolver as it was read then.
+    caches: ClassVar[weakref.WeakSet[Any]] = weakref.WeakSet()
+
+    @classmethod
+    def move(cls) -> None:
+        """Move on, and empty every live plan cache (its `invalidate`)."""
+        cls.now += 1
+        for cache in list(cls.caches):
+            cache.invalidate()
 
 
 def settles(fn: F, /) -> F:
