@@ -34,6 +34,7 @@ __all__ = ("Call", "CallHost", "open_call")
 
 if TYPE_CHECKING:
     T = TypeVar("T")
+    M = TypeVar("M", bound=Mapping[str, Any])  # call arguments: a mapping, or `run`'s dict
     from .._runtime.rounds import Rounds, open_rounds
     from .deadlines import CallHost
 else:
@@ -166,26 +167,8 @@ class Call(Deadlines):
         if args is None:
             args = EMPTY
         container = self._container
-        app, session = container._app, self._session
-        scopes = (app, session, self)  # `_scopes`, inline: every call's path
-        # The plan cache read in line (a frame costs more): the current plan keyed by *plan*
-        # itself, with no override block open; else a `Plan` given, or `_for_run`.
-        cache = container._plans
-        try:
-            found = None if container._overridden else cache.plans.get(plan)
-        except TypeError:  # an unhashable callable object
-            found = None
-        if found is None or found.fn is not plan or found.generation != cache.generation:
-            if isinstance(plan, Plan):
-                found = _prepare(self, plan, scopes)
-            else:  # a bound method or partial shares its function's plan
-                _, found, args = container._for_run(plan, args)
-                check_scopes(found, scopes)
-        elif (app is None and not found.scopes <= _CALL_ONLY) or (
-            session is None and not found.scopes <= _NO_SESSION
-        ):  # a scope it may need is not open
-            check_scopes(found, scopes)
-        plan = found
+        scopes = (container._app, self._session, self)  # `_scopes`, inline: every call's path
+        plan, args = _plan_of(self, plan, args, scopes)
         timeout = container._call_timeout
         if self.rounds is not None:
             return self._round(plan, args, timeout)
@@ -276,29 +259,11 @@ class Call(Deadlines):
         if self._state is not _OPEN:
             raise _misuse(self, "run", fn)
         container = self._container
-        app, session = container._app, self._session
-        scopes = (app, session, self)  # `_scopes`, inline: every call's path
-        # The plan cache read in line, as `resolve` reads it.
-        cache = container._plans
-        try:
-            found = None if container._overridden else cache.plans.get(fn)
-        except TypeError:  # an unhashable callable object
-            found = None
-        if found is not None and (found.fn is not fn or found.generation != cache.generation):
-            found = None
-        if found is None and isinstance(fn, Plan):
-            plan = _prepare(self, fn, scopes)
-        else:
-            if found is None:  # a bound method or partial shares its function's plan
-                fn, found, kwargs = container._for_run(cast("Callable[..., Any]", fn), kwargs)
-                check_scopes(found, scopes)
-            elif (app is None and not found.scopes <= _CALL_ONLY) or (
-                session is None and not found.scopes <= _NO_SESSION
-            ):  # a scope it may need is not open
-                check_scopes(found, scopes)
-            plan = found
-            if not (plan.fn_is_async or plan.fn_threaded):  # inline, or a generator
-                refuse_generator(plan, "call.run" if self._session is None else "session.run")
+        scopes = (container._app, self._session, self)  # `_scopes`, inline: every call's path
+        plan, kwargs = _plan_of(self, fn, kwargs, scopes)
+        if not (plan.fn_is_async or plan.fn_threaded or isinstance(fn, Plan)):
+            # An inline function, or a generator (refused)
+            refuse_generator(plan, "call.run" if self._session is None else "session.run")
         rounds = self.rounds
         if (
             (not self.concurrent or not plan.overlaps)
@@ -397,6 +362,32 @@ def open_call(
     call._deadline = None  # the deadlines' (see `Deadlines`)
     call._paused = None  # a list only while a question pauses the deadline
     return call
+
+
+def _plan_of(
+    call: Call, target: Plan | Callable[..., Any], args: M, scopes: tuple[Any, ...]
+) -> tuple[Plan, M]:
+    """*target*'s current plan for `Call.resolve` and `Call.run`, checked against the
+    scopes open (*scopes*), and *args* as its function takes them: the plan keyed by
+    *target* itself while no override block is open, else a `Plan` given (`_prepare`), or
+    a bound method's or partial's, which shares its function's plan (`_for_run`)."""
+    container = call._container
+    cache = container._plans
+    try:
+        found = None if container._overridden else cache.plans.get(target)
+    except TypeError:  # an unhashable callable object
+        found = None
+    if found is None or found.fn is not target or found.generation != cache.generation:
+        if isinstance(target, Plan):
+            return _prepare(call, target, scopes), args
+        _, found, bound = container._for_run(target, args)
+        check_scopes(found, scopes)
+        return found, cast("M", bound)
+    if (scopes[0] is None and not found.scopes <= _CALL_ONLY) or (
+        scopes[1] is None and not found.scopes <= _NO_SESSION
+    ):  # a scope it may need is not open
+        check_scopes(found, scopes)
+    return found, args
 
 
 def _prepare(call: Call, target: Plan, scopes: tuple[Any, ...]) -> Plan:
