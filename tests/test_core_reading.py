@@ -7,6 +7,8 @@ import typing
 from typing import Annotated, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from resolvent import InvalidSignature, Resolve
 from resolvent._reading.annotations import strict_hints
@@ -169,3 +171,91 @@ def test_a_class_registered_as_a_context_manager_is_read_again() -> None:
     contextlib.AbstractAsyncContextManager.register(Conn)
     info = read_function(later)
     assert (info.kind, info.provides) == (Kind.ASYNC_CONTEXT_MANAGER, Conn)
+
+
+# What comes before a parameter, if anything (mostly nothing: most functions are plain).
+_KINDS = ("", "", "", "/", "/", "*", "*args", "**kw")
+_NOTES = (
+    "",
+    ": int",
+    ": Annotated[int, Resolve(dep)]",
+    ": Model",
+    ": Any",
+    ": list[int]",
+    ": Resolve",
+    ": Annotated[int, Resolve(dep)]",
+    ": Annotated[Model, Resolve()]",
+    ": Annotated[list[int], Resolve(dep)]",
+    ": Annotated[int, Resolve(dep), 'note']",
+    ": Annotated[int, Resolve]",
+    ": Annotated[int, Resolve(3)]",
+    ": Annotated[int | None, Resolve(dep)]",
+    ": int | Annotated[int, Resolve(dep)]",
+)
+_RETURNS = ("", " -> int", " -> Model", " -> Any", " -> None", " -> Resolve", " -> list[int]")
+
+
+@st.composite
+def _functions(draw: st.DrawFn) -> str:
+    """The source of a function: a few parameters, each maybe after ``/``, ``*``, as
+    ``*args`` or ``**kw``, annotated or not, with a default or not (Python's rules kept)."""
+    parts: list[str] = []
+    names = draw(st.integers(0, 4))
+    star = slash = False
+    defaulted = False
+    for i in range(names):
+        kind = draw(st.sampled_from(_KINDS))
+        note = draw(st.sampled_from(_NOTES))
+        if kind == "/" and not slash and not star and parts:
+            parts.append("/")
+            slash = True
+        elif kind == "*" and not star:
+            parts.append("*")
+            star = True
+        elif kind == "*args" and not star:
+            parts.append(f"*args{note if 'Annotated' not in note else ''}")
+            star = True
+            continue
+        elif kind == "**kw":
+            parts.append(f"**kw{note if 'Annotated' not in note else ''}")
+            break
+        default = draw(st.integers(0, 4)) == 0
+        if defaulted and not star:
+            default = True  # a positional parameter after one with a default has one
+        defaulted = defaulted or default
+        parts.append(f"p{i}{note}" + (" = 1" if default else ""))
+    head = draw(st.sampled_from(("def", "async def")))
+    return f"{head} f({', '.join(parts)}){draw(st.sampled_from(_RETURNS))}: ...\n"
+
+
+def _outcome(source: str) -> tuple[Any, ...]:
+    """What reading the function *source* defines gives: its reading's fields (a marker
+    is its resolver), or the error said."""
+    from resolvent._reading.signature import read_function
+
+    ns: dict[str, Any] = {
+        "Annotated": Annotated, "Any": Any, "Model": Model, "Resolve": Resolve, "dep": dep
+    }  # fmt: skip
+    exec(compile(source, "<f>", "exec"), ns)
+    try:
+        info = read_function(ns["f"])
+    except InvalidSignature as exc:
+        return ("error", str(exc))
+    params = [(p.name, p.bare, p.marker and p.marker.fn, p.default, p.outcome) for p in info.params]
+    return (params, info.kind, info.provides, info.may_ask, info.awaits, info.asks)
+
+
+@settings(max_examples=500, deadline=None)
+@given(source=_functions())
+def test_a_function_read_in_one_pass_reads_as_the_full_reading_reads_it(source: str) -> None:
+    """Whatever a function's parameters and annotations, the one-pass readings give what
+    the reading that checks each parameter gives, or leave it to that reading."""
+    from resolvent._reading import signature
+
+    fast = _outcome(source)
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("plain_reading", "plain_annotations"):
+            patch.setattr(signature, name, lambda fn: None)
+        patch.setattr(signature, "plain_params", lambda fn, hints: None)
+        full = _outcome(source)
+    assert fast == full
