@@ -152,20 +152,20 @@ class PlanCache:
         # Only CALL resources need a scope (*needs_call*): `run` has nobody to ask, so a
         # resolver that may ask (one without a return annotation, say) is checked per value.
         plan = new_plan(
-            fn,
-            graph.root.name,
-            steps,
-            graph.inputs,
-            graph.arguments,
-            graph.value_types,
-            graph.scopes,
-            graph.call_resources,
-            self.generation,
-            is_async,
-            run_fn,
-            PLAN_CODE,
-            overrides,
-            threaded,
+            fn=fn,
+            name=graph.root.name,
+            steps=steps,
+            inputs=graph.inputs,
+            arguments=graph.arguments,
+            value_types=graph.value_types,
+            scopes=graph.scopes,
+            needs_call=graph.call_resources,
+            generation=self.generation,
+            fn_is_async=is_async,
+            run_fn=run_fn,
+            code=PLAN_CODE,
+            overrides=overrides,
+            fn_threaded=threaded,
         )
         ref[0] = plan
         if run_fn is _not_yet:

@@ -31,9 +31,17 @@ from .checks import (
     no_provider,
     unclassifiable,
 )
-from .plan import Graph, Input
+from .plan import Input
 from .registry import Expansion, Piece, Provider, Registry, read, resolver_key
-from .steps import arg_input, build_steps, edge_input, join_pieces, joined, shared_arguments
+from .steps import (
+    Graph,
+    arg_input,
+    build_steps,
+    edge_input,
+    join_pieces,
+    joined,
+    shared_arguments,
+)
 from .subgraphs import WalkNode, close, piece_of, splice
 
 __all__ = ("NO_OVERRIDES", "Overrides", "build_graph")
@@ -404,7 +412,7 @@ def _known(
         entry = known.get(id(param))
         if entry is None:
             return None
-        kept, _, found, made = entry
+        kept, found, made = entry
         piece = found.piece  # (of this epoch: *found* is the expansion the registry holds)
         if kept is not param or piece is None or piece.epoch != epoch:
             return None
@@ -415,18 +423,18 @@ def _known(
     return joined(root, pieces, tuple(inputs), shared_arguments(tuple(arguments)), used)
 
 
-def _keep_edge(self: _Compiler, param: Param, start: Hashable, piece: Piece) -> None:
+def _keep_edge(walk: _Compiler, param: Param, start: Hashable, piece: Piece) -> None:
     """Keep the handler's *param*, checked against *start*'s resolver whose whole
     sub-graph is *piece*, for later plans (`_known`); not one found by type."""
     if param.marker is None or param.marker.fn is None:
         return
-    known = self.registry.root_edges
+    known = walk.registry.root_edges
     if len(known) >= 4096:
         known.clear()
-    memo = self.memo
+    memo = walk.memo
     assert memo is not None
     slot = piece.steps[-1].index  # the resolver's own step comes last
-    known[id(param)] = (param, start, memo[start], edge_input(param, slot))
+    known[id(param)] = (param, memo[start], edge_input(param, slot))
 
 
 def build_graph(

@@ -10,14 +10,21 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._reading.annotations import NO_DEFAULT
 from .._reading.kinds import Kind
-from .._reading.signature import FunctionInfo
 from .._vocabulary.frozen import Frozen, making, put
 from .._vocabulary.questions import OutcomeFamily
 from .._vocabulary.scopes import Scope
 from .overlap import Branches
 
-__all__ = ("Graph", "Input", "Plan", "PlanCode", "Step", "direct_shape", "keep_shared", "new_plan",
-           "replaced")  # fmt: skip
+__all__ = (
+    "Input",
+    "Plan",
+    "PlanCode",
+    "Step",
+    "direct_shape",
+    "keep_shared",
+    "new_plan",
+    "replaced",
+)
 
 
 class Input(Frozen, compare=True):
@@ -67,8 +74,20 @@ class Step(Frozen):
     has no wire key (``""``), and its *param* is that of the plan that made it.
     """
 
-    __slots__ = ("awaits", "fn", "index", "inline", "inputs", "key", "kind", "may_ask", "name",
-                 "param", "positional", "scope")  # fmt: skip
+    __slots__ = (
+        "awaits",
+        "fn",
+        "index",
+        "inline",
+        "inputs",
+        "key",
+        "kind",
+        "may_ask",
+        "name",
+        "param",
+        "positional",
+        "scope",
+    )
     index: int
     fn: Callable[..., Any]
     name: str
@@ -139,47 +158,6 @@ class AskingStep(Step):
     def __init__(self, wire_key: str, *fields: Any) -> None:
         super().__init__(*fields)
         put(self, "wire_key", wire_key)
-
-
-class Graph:
-    """What the compiler hands to code generation: a plan's steps before it has code. Not
-    `Frozen`: made once per compile, read once, never shared (a `put` costs ten stores)."""
-
-    __slots__ = ("arguments", "asks", "call_resources", "call_threads", "inputs", "root",
-                 "scopes", "steps", "value_types")  # fmt: skip
-    root: FunctionInfo
-    steps: tuple[Step, ...]
-    inputs: tuple[Input, ...]
-    arguments: tuple[str, ...]
-    value_types: tuple[Any, ...]
-    scopes: frozenset[Scope]
-    call_resources: bool
-    """Some CALL step is a resource (entered, torn down when the call ends)."""
-    call_threads: bool
-    """Some CALL step is a plain sync function run in a worker thread."""
-    asks: bool  # some step may ask
-
-    def __init__(
-        self,
-        root: FunctionInfo,
-        steps: tuple[Step, ...],
-        inputs: tuple[Input, ...],
-        arguments: tuple[str, ...],
-        value_types: tuple[Any, ...],
-        scopes: frozenset[Scope],
-        call_resources: bool,
-        call_threads: bool,
-        asks: bool,
-    ) -> None:
-        self.root = root
-        self.steps = steps
-        self.inputs = inputs
-        self.arguments = arguments
-        self.value_types = value_types
-        self.scopes = scopes
-        self.call_resources = call_resources
-        self.call_threads = call_threads
-        self.asks = asks
 
 
 if TYPE_CHECKING:
@@ -418,6 +396,7 @@ class Plan(Frozen):
 
 
 def new_plan(
+    *,
     fn: Callable[..., Any],
     name: str,
     steps: tuple[Step, ...],
@@ -433,8 +412,8 @@ def new_plan(
     overrides: Any = None,
     fn_threaded: bool = False,
 ) -> Plan:
-    """A new plan (`Plan`'s fields, by position or keyword; its caches start empty): made
-    in a `making` twin, by plain assignment (a `put` costs ten of those), then a plan."""
+    """A new plan (`Plan`'s fields; its caches start empty): made in a `making` twin, by
+    plain assignment (a `put` costs ten of those), then a plan."""
     self = _new(_Making)
     self.fn = fn
     self.name = name

@@ -223,15 +223,15 @@ class Registry:
         # Moves on when an expansion is replaced by another of the same key (its
         # reading was made again): every `Piece` made before may hold its old step.
         self.piece_epoch = 0
-        # id(param) -> (param, key, expansion, input): a handler's parameter (a shared
-        # `Param` record) whose resolver's whole sub-graph a plan took as a `Piece`,
-        # after checking the parameter against it. Valid while *expansion* is the one
-        # `expansions` holds for *key*: the check read only the parameter and that
+        # id(param) -> (param, expansion, input): a handler's parameter (a shared `Param`
+        # record) whose resolver's whole sub-graph a plan took as a `Piece`, after
+        # checking the parameter against it. Valid while *expansion* is the one
+        # `expansions` holds for its resolver: the check read only the parameter and that
         # expansion's provider, so its answer is the same. Whatever makes another (a
         # registration, an `inline` mark, a bound) empties both (`forget_expansions`),
         # but a reading made again, which moves `piece_epoch` on: so an entry holds
         # while its expansion's piece is of the current epoch.
-        self.root_edges: dict[int, tuple[Param, Hashable, Expansion, Input]] = {}
+        self.root_edges: dict[int, tuple[Param, Expansion, Input]] = {}
 
     def add(
         self,

@@ -17,7 +17,7 @@ from .._reading.params import Param
 from .._reading.signature import FunctionInfo
 from .._vocabulary.scopes import Scope
 from .checks import refuse_unclosable
-from .plan import AskingStep, Graph, Input, Step, keep_shared
+from .plan import AskingStep, Input, Step, keep_shared
 
 if TYPE_CHECKING:
     from .checks import Node, Walk
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 
 __all__ = (
+    "Graph",
     "arg_input",
     "build_steps",
     "edge_input",
@@ -56,6 +57,47 @@ __all__ = (
     "scope_set",
     "shared_arguments",
 )
+
+
+class Graph:
+    """What the compiler hands to code generation: a plan's steps before it has code. Not
+    `Frozen`: made once per compile, read once, never shared (a `put` costs ten stores)."""
+
+    __slots__ = ("arguments", "asks", "call_resources", "call_threads", "inputs", "root",
+                 "scopes", "steps", "value_types")  # fmt: skip
+    root: FunctionInfo
+    steps: tuple[Step, ...]
+    inputs: tuple[Input, ...]
+    arguments: tuple[str, ...]
+    value_types: tuple[Any, ...]
+    scopes: frozenset[Scope]
+    call_resources: bool
+    """Some CALL step is a resource (entered, torn down when the call ends)."""
+    call_threads: bool
+    """Some CALL step is a plain sync function run in a worker thread."""
+    asks: bool  # some step may ask
+
+    def __init__(
+        self,
+        root: FunctionInfo,
+        steps: tuple[Step, ...],
+        inputs: tuple[Input, ...],
+        arguments: tuple[str, ...],
+        value_types: tuple[Any, ...],
+        scopes: frozenset[Scope],
+        call_resources: bool,
+        call_threads: bool,
+        asks: bool,
+    ) -> None:
+        self.root = root
+        self.steps = steps
+        self.inputs = inputs
+        self.arguments = arguments
+        self.value_types = value_types
+        self.scopes = scopes
+        self.call_resources = call_resources
+        self.call_threads = call_threads
+        self.asks = asks
 
 
 def build_steps(
@@ -151,7 +193,8 @@ def build_steps(
             slot = registry.new_slot(key)
         # Positional, in field order (a step per resolver: keywords cost twice as
         # much): index, fn, name, key, scope, kind, inline, may_ask, inputs, param,
-        # awaits. Only a step that may ask has a wire key (an `AskingStep`).
+        # awaits. Only a step that may ask has a wire key (an `AskingStep`); only one
+        # that never does is called by position (`Step.positional`).
         inputs = _inputs(node.inputs, slots, True)
         fields = (
             slot,
@@ -375,7 +418,7 @@ def _positional(fn: Any, inputs: tuple[Input, ...]) -> tuple[int, ...] | None:
     if type(fn) is not types.FunctionType:
         return None
     code = fn.__code__
-    names = code.co_varnames[code.co_posonlyargcount : code.co_argcount]
+    names = code.co_varnames[: code.co_argcount]
     if code.co_posonlyargcount or len(inputs) > len(names):
         return None
     for item, name in zip(inputs, names, strict=False):
