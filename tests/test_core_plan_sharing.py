@@ -203,3 +203,30 @@ def test_a_plan_after_registrations_and_marks_is_the_one_a_fresh_container_compi
         for i in lasting:
             fresh.provide(resolvers[i], scope=Scope.APP)
         assert _compiled(shared, handler) == _compiled(fresh, handler)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graph=_graphs(), data=st.data())
+def test_a_plan_inside_and_after_an_override_is_the_one_a_fresh_container_compiles(
+    graph: tuple[list[list[int]], set[int], set[int], list[list[int]]], data: st.DataObject
+) -> None:
+    """Parameters an earlier plan checked and took whole are not taken so while an
+    override replaces a resolver: inside the block a plan is the one a fresh container
+    compiles inside the same override, and after it the one a fresh container compiles."""
+    deps, sync, takes_x, uses = graph
+    target = data.draw(st.integers(0, len(deps) - 1), label="replaced")
+    resolvers = _resolvers(deps, sync, takes_x)
+    handlers = [_handler(resolvers, u, f"h{k}") for k, u in enumerate(uses)]
+    again = [_handler(resolvers, u, f"again{k}") for k, u in enumerate(uses)]
+
+    async def fake() -> int:
+        return -1
+
+    shared = Container()
+    for handler in handlers:
+        assert _compiled(shared, handler)[0] == "plan"
+    for handler in again:
+        fresh = Container()
+        with shared.override(resolvers[target], fake), fresh.override(resolvers[target], fake):
+            assert _compiled(shared, handler) == _compiled(fresh, handler)
+        assert _compiled(shared, handler) == _compiled(Container(), handler)

@@ -1,7 +1,8 @@
 """Building a plan's steps from the compiler's walk: each resolver's step, made once and
 shared by every later plan that reads it so, the plan's own copy of a step that may ask
 (its wire key), and the inputs, argument names and scope sets plans share as values.
-Never walks, reads or checks a function: `compiler` hands it the nodes in order.
+Never walks, reads or checks a function: `compiler` hands it the nodes in order, and it
+hands back a `Graph` (the steps before they have code).
 """
 
 from __future__ import annotations
