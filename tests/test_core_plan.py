@@ -65,6 +65,23 @@ def test_a_plan_and_a_reading_are_frozen_once_made() -> None:
             delattr(record, field)
 
 
+def test_a_plan_and_a_reading_have_every_field_set_once_made() -> None:
+    """Made field by field (not by a constructor), a plan and a reading have each of
+    their slots set, caches included: a slot added later and not set where they are made
+    would raise AttributeError on its first read, here rather than in a user's call."""
+    from resolvent._graph.plan import replaced
+    from resolvent._reading.signature import FunctionInfo, read_function
+
+    container = Container(values=(Ctx,))
+    handler = sample(container)
+    plan = container.compile(handler)
+    for record in (plan, replaced(plan, name="copy"), read_function(handler)):
+        slots = [n for cls in type(record).__mro__ for n in getattr(cls, "__slots__", ())]
+        unset = [n for n in slots if n != "__weakref__" and not hasattr(record, n)]
+        assert unset == [], f"{type(record).__name__} made without {unset}"
+    assert FunctionInfo.__slots__ and Plan.__slots__
+
+
 def test_plan_is_cached_per_function() -> None:
     container = Container(values=(Ctx,))
     handler = sample(container)
