@@ -6,8 +6,9 @@ with it removed from the same commit, instruction by instruction.
 
 It makes two checkouts of ``HEAD`` beside this one (``git worktree add``, removed when it
 ends): one with the feature removed (`remove_tracing`: ``_engine/tracing.py`` and
-``_engine/spans.py`` deleted, and their hooks in ``_container/call.py``, ``container.py``,
-``plans.py`` and ``_state/access.py`` taken out), and a control, the removed one plus one
+``_engine/spans.py`` deleted, and their hooks in ``_container/call.py``, ``deadlines.py``,
+``launch.py``, ``container.py``, ``plans.py`` and ``_state/access.py`` taken out; the test
+suite checks that what is left runs), and a control, the removed one plus one
 module-level function nobody calls (`add_unused_function`). Each is counted the way
 `benchmarks.instructions` counts (one process under callgrind, warm calls, the same
 scenarios and paths), keeping callgrind's dumps, and each counted dump is split by
@@ -64,22 +65,50 @@ def remove_tracing(checkout: Path) -> None:
     (src / "_engine" / "spans.py").unlink()
     container = src / "_container"
     call, box, plans = container / "call.py", container / "container.py", container / "plans.py"
-    _edit(call, "from sys import modules as _modules\n")
+    deadlines, launch = container / "deadlines.py", container / "launch.py"
+    # A person's answer, in a span of its own when traced.
+    _edit(deadlines, "from sys import modules as _modules\n")
     _cut(
-        call,
+        deadlines,
         r"        tracing = _modules\.get\(\"resolvent\._engine\.tracing\"\).*?answer_span\(step, answer\)\n",
     )
+    # A multi-round call.run of a traced plan (its span carries the round), and the
+    # concurrent start of a traced plan (its call has a span), each take the slower path.
+    _edit(
+        call,
+        "from .launch import EMPTY, PLAN_CODE, check_scopes\n",
+        "from .launch import EMPTY, check_scopes\n",
+    )
+    _cut(
+        call,
+        r"            # A traced plan's multi-round call: [^\n]*\n[^\n]*plan\.code is PLAN_CODE\)\n",
+    )
+    _edit(
+        launch,
+        "and not plan.needs_call and plan.code is PLAN_CODE:\n"
+        "                # No CALL resource for a call scope to hold (and a plan compiled\n"
+        "                # untraced, whose call has no span): its branches need none.\n",
+        "and not plan.needs_call:\n"
+        "                # No CALL resource for a call scope to hold: its branches need none.\n",
+    )
+    # Container(tracing=...) and its property.
     _cut(box, r"        tracing: True to trace every call.*?without tracing\.\n")
     _edit(box, "        tracing: bool | None = None,\n")
     _edit(box, "        if tracing is not None:\n            self.tracing = tracing\n")
     _cut(box, r"    @property\n    def tracing\(self\).*?self\._plans\.invalidate\(\)\n\n")
+    # The plan cache's setting, and a traced plan's steps and code as it compiles one.
     _edit(plans, "import sys\n")
     _edit(plans, '        "tracing",\n')
     _cut(plans, r"        self\.tracing: bool \| None = None[^\n]*\n")
-    _edit(plans, "from .._graph.plan import Plan, Step\n", "from .._graph.plan import Plan\n")
+    _edit(
+        plans,
+        "from .._graph.plan import Plan, Step, new_plan\n",
+        "from .._graph.plan import Plan, new_plan\n",
+    )
     _cut(plans, r"        # No local of its own for tracing.*?        elif ", "        if ")
     _edit(plans, "        if run_fn is _not_yet:\n            _trace(plan)\n")
     _cut(plans, r"def tracing_on\(.*?\n\n\nasync def _not_yet.*?\n\n\n")
+    # A load waiting out another call's lease, in a span of its own when traced.
     access = src / "_state" / "access.py"
     _edit(access, "import sys\n")
     _edit(access, "from collections.abc import Awaitable\n")
@@ -89,9 +118,17 @@ def remove_tracing(checkout: Path) -> None:
         "await self._wait_for(store, key, token, lease, name)",
     )
     _cut(access, r"\n\n\nT = TypeVar\(\"T\"\)\n\n\ndef _traced\(.*\Z", "\n")
+    marks = (
+        "_engine.tracing",
+        "_engine.spans",
+        "tracing_on",
+        "_traced(",
+        "_traced_steps",
+        "code is PLAN_CODE",
+    )
     for path in src.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
-        if any(mark in text for mark in ("_engine.tracing", "_engine.spans", "tracing_on")):
+        if any(mark in text for mark in marks):
             raise SystemExit(f"tracing_off: {path} still mentions tracing after removal")
 
 
