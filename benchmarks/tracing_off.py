@@ -1,4 +1,4 @@
-"""Tracing off costs nothing: S1-S7 counted with the feature present (tracing off) and
+"""What tracing off costs: S1-S7 counted with the feature present (tracing off) and
 with it removed from the same commit, instruction by instruction.
 
     python -m benchmarks.tracing_off                  both tables, and where they differ
@@ -15,10 +15,12 @@ scenarios and paths), keeping callgrind's dumps, and each counted dump is split 
 function: the memory allocators', the hash tables' (`CATEGORIES`) and everything else.
 Run it on a committed tree: the present checkout is this one.
 
-What it showed (see docs/benchmarks.md, "Tracing"): with tracing off, every path of S1-S7
-runs the same code as the feature removed; each difference is in the allocators and the
-hash tables, which move with where objects land in memory, and the control moves them as
-much. Nothing is left elsewhere.
+What it showed (see docs/benchmarks.md, "Tracing"): with tracing off, ``run`` and
+``call.resolve`` run the same code as the feature removed; each of their differences is in
+the allocators and the hash tables, which move with where objects land in memory, and the
+control moves them as much. A multi-round ``call.run`` and a concurrent call whose plan
+overlaps test each call for a traced plan, and cost a little elsewhere (176 and 126
+instructions a call at dbaeb9f).
 """
 
 from __future__ import annotations
