@@ -62,8 +62,9 @@ class Container(AppScope):
             resolver and the parameter. Default: no bound.
         tracing: True to trace every call (OpenTelemetry spans and metrics; needs the
             ``otel`` extra), False never to; None (the default) traces when a tracer
-            provider is installed as a plan is compiled. Off, calls run the same code as
-            without tracing.
+            provider is installed as a plan is compiled. Off, it costs one check on a
+            multi-round `Call.run` and on a concurrent call with branches (about 150
+            instructions); otherwise calls run the same code as without tracing.
         warm: APP providers (functions or provided types, as `Resolve` takes them) to
             `start` whenever the container is entered, so ``async with container:`` (or
             the server lifespan) returns only once they are open. If one fails to start,
